@@ -1,0 +1,176 @@
+"""Run the course headless: every notebook, in order, with papermill.
+
+    python -m kimina_edu.course            # full run  → runs/<timestamp>/, runs/latest
+    python -m kimina_edu.course --smoke    # SMOKE=True, seconds per notebook
+    python -m kimina_edu.course --only 03 04
+
+Each notebook gets its own folder with the executed notebook, an HTML export, its figures
+and its ``metrics.json``. A failing notebook does not stop the others; it is marked FAIL in
+the summary, its executed copy (with the traceback) is kept, and the exit code is 1.
+The test suite (tests/test_notebooks.py) calls :func:`run_notebook` too: one harness.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOKS = REPO / "notebooks"
+
+
+@dataclass
+class NotebookResult:
+    name: str
+    ok: bool
+    seconds: float
+    output_dir: Path
+    metrics: dict[str, Any] = field(default_factory=dict)
+    error: str = ""
+
+
+def list_notebooks(only: list[str] | None = None) -> list[Path]:
+    paths = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    if only:
+        paths = [p for p in paths if any(p.name.startswith(o) for o in only)]
+    return paths
+
+
+def _failure_message(exc: Exception) -> str:
+    """The failing cell's source and traceback, not papermill's wrapper."""
+    lines = [f"{type(exc).__name__}: {exc}"]
+    for attr in ("ename", "evalue"):
+        if hasattr(exc, attr):
+            lines.append(f"{attr}: {getattr(exc, attr)}")
+    return "\n".join(lines)
+
+
+def _failing_cell(executed: Path) -> str:
+    import nbformat
+
+    if not executed.exists():
+        return ""
+    nb = nbformat.read(executed, as_version=4)
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                tb = "\n".join(out.get("traceback", []))
+                return f"--- failing cell ---\n{cell.source}\n--- traceback ---\n{_strip_ansi(tb)}"
+    return ""
+
+
+def _strip_ansi(text: str) -> str:
+    import re
+
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
+def export_html(executed: Path) -> Path | None:
+    from nbconvert import HTMLExporter
+
+    try:
+        body, _ = HTMLExporter().from_filename(str(executed))
+    except Exception as exc:  # noqa: BLE001 — an export failure must not hide the run's verdict
+        print(f"  (HTML export of {executed.name} failed: {exc})")
+        return None
+    html = executed.with_suffix(".html")
+    html.write_text(body)
+    return html
+
+
+def run_notebook(
+    path: Path, output_dir: Path, *, smoke: bool, timeout: int = 3600, extra: dict[str, Any] | None = None
+) -> NotebookResult:
+    """Execute one notebook into ``output_dir`` and read back its ``metrics.json``."""
+    import papermill
+
+    output_dir.mkdir(parents=True, exist_ok=True)
+    executed = output_dir / path.name
+    params = {"SMOKE": smoke, "OUTPUT_DIR": str(output_dir.resolve()), **(extra or {})}
+    start = time.perf_counter()
+    error = ""
+    try:
+        papermill.execute_notebook(
+            str(path),
+            str(executed),
+            parameters=params,
+            cwd=str(NOTEBOOKS),
+            kernel_name="python3",
+            execution_timeout=timeout,
+            progress_bar=False,
+            log_output=False,
+        )
+    except Exception as exc:  # noqa: BLE001 — reported with the failing cell below
+        error = (_failing_cell(executed) or "") + "\n" + _failure_message(exc)
+    seconds = time.perf_counter() - start
+    metrics_path = output_dir / "metrics.json"
+    metrics = json.loads(metrics_path.read_text()) if metrics_path.exists() and not error else {}
+    if not error and not metrics:
+        error = "the notebook finished but wrote no metrics.json (its last cell must call write_metrics)"
+    return NotebookResult(path.stem, not error, seconds, output_dir, metrics, error.strip())
+
+
+def _headline(metrics: dict[str, Any]) -> str:
+    head = metrics.get("headline", {})
+    parts = []
+    for key, value in head.items():
+        parts.append(f"{key}={value:.3g}" if isinstance(value, float) else f"{key}={value}")
+    return ", ".join(parts)[:70]
+
+
+def summary_table(results: list[NotebookResult]) -> str:
+    rows = [f"{'notebook':<28} {'time':>8}  {'status':<6} key metrics", "-" * 100]
+    for r in results:
+        status = "ok" if r.ok else "FAIL"
+        rows.append(f"{r.name:<28} {r.seconds:>7.1f}s  {status:<6} {_headline(r.metrics) if r.ok else r.error.splitlines()[-1][:60]}")
+    total = sum(r.seconds for r in results)
+    rows.append("-" * 100)
+    rows.append(f"{len([r for r in results if r.ok])}/{len(results)} notebooks ok, {total:.0f}s in all")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--smoke", action="store_true", help="run with SMOKE=True (tiny sizes)")
+    parser.add_argument("--only", nargs="*", help="notebook number prefixes to run, e.g. 03 04")
+    parser.add_argument("--runs-dir", default=str(REPO / "runs"))
+    parser.add_argument("--timeout", type=int, default=3600, help="per-cell timeout in seconds")
+    args = parser.parse_args(argv)
+
+    notebooks = list_notebooks(args.only)
+    if not notebooks:
+        print("no notebooks matched", file=sys.stderr)
+        return 2
+    runs = Path(args.runs_dir)
+    run_dir = runs / datetime.now().strftime("%Y%m%d-%H%M%S")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    latest = runs / "latest"
+    if latest.is_symlink() or latest.exists():
+        latest.unlink()
+    latest.symlink_to(run_dir.name)
+    print(f"running {len(notebooks)} notebooks into {run_dir} (SMOKE={args.smoke})")
+    results = []
+    for nb in notebooks:
+        print(f"▶ {nb.name} …", flush=True)
+        result = run_notebook(nb, run_dir / nb.stem, smoke=args.smoke, timeout=args.timeout)
+        export_html(result.output_dir / nb.name)
+        print(f"  {'ok' if result.ok else 'FAIL'} in {result.seconds:.1f}s", flush=True)
+        if not result.ok:
+            print("  " + result.error.replace("\n", "\n  ")[-3000:])
+        results.append(result)
+    table = summary_table(results)
+    (run_dir / "summary.txt").write_text(table + "\n")
+    print("\n" + table)
+    return 0 if all(r.ok for r in results) else 1
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""What every notebook does first and last: versions, device, seeds, cache, metrics.
+
+Side effects (files, environment) live here so the math modules stay pure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import random
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+DEFAULT_PACKAGES = ("torch", "transformers", "trl", "peft", "reasoning-gym")
+
+
+def package_versions(packages: tuple[str, ...] | list[str] = DEFAULT_PACKAGES) -> dict[str, str]:
+    """Installed version of each package, or "not installed"."""
+    out = {"python": platform.python_version()}
+    for name in packages:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def print_versions(packages: tuple[str, ...] | list[str] = DEFAULT_PACKAGES) -> dict[str, str]:
+    versions = package_versions(packages)
+    print("  ".join(f"{k} {v}" for k, v in versions.items()))
+    return versions
+
+
+def resolve_device(device: str | None = "auto") -> str:
+    """"auto" → "cuda" when a GPU is visible, else "cpu"; anything else is passed through."""
+    if device in (None, "auto"):
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    try:
+        import numpy as np
+
+        np.random.seed(seed)
+    except ImportError:
+        pass
+    try:
+        import torch
+
+        torch.manual_seed(seed)
+    except ImportError:
+        pass
+
+
+def cache_dir() -> Path:
+    """Where built artifacts (pocket model, adapters, teacher data) live between runs.
+
+    ``KIMINA_EDU_CACHE`` wins; else ``$XDG_CACHE_HOME/kimina-edu``; else ``~/.cache/kimina-edu``.
+    """
+    root = os.environ.get("KIMINA_EDU_CACHE")
+    if not root:
+        root = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "kimina-edu")
+    path = Path(root)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def recipe_hash(recipe: dict[str, Any]) -> str:
+    """A short, stable hash of a recipe dict: change any value and the artifact is rebuilt."""
+    blob = json.dumps(recipe, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def write_metrics(metrics: dict[str, Any], output_dir: str | os.PathLike = ".") -> Path:
+    """Write ``metrics.json`` — the numbers the notebook tests assert on."""
+    path = Path(output_dir) / "metrics.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(metrics, indent=2, sort_keys=True, default=float))
+    print(f"wrote {path}")
+    return path
+
+
+def figure_path(name: str, output_dir: str | os.PathLike = ".") -> Path:
+    """Where a notebook saves a figure so `make course` collects it beside the run."""
+    path = Path(output_dir) / "figures" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
