@@ -9,6 +9,11 @@ machines (or on a plane). It is a small ``LlamaForCausalLM`` — SmolLM's archit
 with a byte-level BPE tokenizer, both trained here from a seed in a few minutes on a CPU.
 Honesty rule: its pretraining corpus holds the *questions* of the evaluated tasks but never
 their answers; answers arrive only through SFT's ~200 teacher examples and RL's reward.
+It does hold *restatements* of those questions (each premise's form and terms, no verdict):
+a hub model like SmolLM can already read a premise back; a 1 M-parameter model trained for
+three minutes cannot unless it practises, and without reading, RL has nothing to improve
+(measured: without restatements the SFT'd pocket model wrote the right form with the wrong
+nouns, and GRPO drifted its reasoning into noise).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from typing import Any
 
 from kimina_edu.rewards import SYSTEM_PROMPT
 from kimina_edu.runtime import cache_dir, recipe_hash
+from kimina_edu.tasks import SEEDS, make_entries, restatement
 
 HUB_DEFAULT = "HuggingFaceTB/SmolLM-135M-Instruct"
 EVAL_TASKS = ("syllogism", "propositional_logic")
@@ -60,18 +66,19 @@ class PocketRecipe:
     num_kv_heads: int = 2
     max_position_embeddings: int = 512
     questions_per_eval_task: int = 3000  # questions only, never answers
+    restatements_per_eval_task: int = 1500  # "restate the question" documents, never a verdict
     docs_per_format_task: int = 400  # full chat documents with answers, other tasks
     pretrain_steps: int = 600
     batch_size: int = 16
     seq_len: int = 256
     lr: float = 2e-3
-    seed: int = 1234
-    version: int = 1  # bump when the corpus code changes
+    seed: int = SEEDS["pretrain"]
+    version: int = 2  # bump when the corpus code changes
 
     @classmethod
-    def smoke(cls) -> "PocketRecipe":
-        return cls(vocab_size=768, hidden_size=64, intermediate_size=128, num_layers=2,
-                   questions_per_eval_task=300, docs_per_format_task=40, pretrain_steps=60, batch_size=8)
+    def smoke(cls) -> PocketRecipe:
+        return cls(vocab_size=768, hidden_size=64, intermediate_size=128, num_layers=2, questions_per_eval_task=300,
+                   restatements_per_eval_task=150, docs_per_format_task=40, pretrain_steps=60, batch_size=8)
 
 
 def _generic_trace(entry: dict[str, Any]) -> str:
@@ -80,23 +87,29 @@ def _generic_trace(entry: dict[str, Any]) -> str:
     return f"This is a {task} question. I work it out step by step and check the result."
 
 
+RESTATE_PROMPT = "Restate each statement in short form. Do not answer the question."
+
+
 def pocket_corpus(recipe: PocketRecipe) -> list[str]:
     """Pretraining documents, each a chat transcript in the pocket model's template.
 
-    Eval tasks: system + user turns only (the model learns the questions' language, not the
-    answers). Format tasks: full transcripts with ``<think>…</think><answer>…</answer>``.
+    Eval tasks: questions under the course's system prompt with no assistant turn, and
+    restatement transcripts (another instruction, no verdict, no answer). Format tasks: full
+    transcripts with ``<think>…</think><answer>…</answer>`` — where the shape is learned.
     """
-    import reasoning_gym
-
     def chat(messages):
         return "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
 
     docs = []
     for i, task in enumerate(EVAL_TASKS):
-        for item in reasoning_gym.create_dataset(task, size=recipe.questions_per_eval_task, seed=recipe.seed + i):
+        items = make_entries(task, recipe.questions_per_eval_task, recipe.seed + i)
+        for item in items:
             docs.append(chat([{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": item["question"]}]))
+        for item in items[: recipe.restatements_per_eval_task]:
+            docs.append(chat([{"role": "system", "content": RESTATE_PROMPT}, {"role": "user", "content": item["question"]},
+                              {"role": "assistant", "content": restatement(item)}]))
     for i, task in enumerate(FORMAT_TASKS):
-        for item in reasoning_gym.create_dataset(task, size=recipe.docs_per_format_task, seed=recipe.seed + 100 + i):
+        for item in make_entries(task, recipe.docs_per_format_task, recipe.seed + 100 + i):
             answer = f"<think>{_generic_trace(item)}</think>\n<answer>{item['answer']}</answer>"
             docs.append(chat([{"role": "system", "content": SYSTEM_PROMPT},
                               {"role": "user", "content": item["question"]},
@@ -281,8 +294,10 @@ def load_policy(
 ):
     """``(model, tokenizer)`` for ``model_id``: "auto", "pocket", a hub id or a local folder.
 
-    ``lora``: a ``LoraConfig`` to attach a fresh trainable adapter; ``adapter``: a folder
-    with a saved adapter to load (trainable). The tokenizer pads on the left for generation.
+    ``adapter``: a folder with a saved adapter (trainable). ``lora``: a ``LoraConfig`` for a
+    fresh trainable adapter. Both: the saved adapter is merged into the base first, so the
+    fresh adapter trains on top of it and "adapters disabled" means the SFT'd model — the
+    right KL reference for GRPO. The tokenizer pads on the left for generation.
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -306,8 +321,10 @@ def load_policy(
     if adapter is not None:
         from peft import PeftModel
 
-        model = PeftModel.from_pretrained(model, str(adapter), is_trainable=True)
-    elif lora is not None:
+        model = PeftModel.from_pretrained(model, str(adapter), is_trainable=lora is None)
+        if lora is not None:  # the SFT'd model becomes the base — and the KL reference
+            model = model.merge_and_unload()
+    if lora is not None:
         from peft import get_peft_model
 
         model = get_peft_model(model, lora)
@@ -321,15 +338,23 @@ def tiny_random_llama(vocab_size: int = 64, seed: int = 0, **overrides):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
-    cfg = dict(vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-               num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
+    cfg = {"vocab_size": vocab_size, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+               "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 128}
     cfg.update(overrides)
     return LlamaForCausalLM(LlamaConfig(**cfg)).eval()
 
 
 __all__ = [
-    "HUB_DEFAULT", "PocketRecipe", "ModelUnavailableError", "build_pocket_model", "choose_model", "load_policy",
-    "lora_config", "pocket_build_info", "pocket_corpus", "tiny_random_llama",
+    "HUB_DEFAULT",
+    "ModelUnavailableError",
+    "PocketRecipe",
+    "build_pocket_model",
+    "choose_model",
+    "load_policy",
+    "lora_config",
+    "pocket_build_info",
+    "pocket_corpus",
+    "tiny_random_llama",
 ]
 
 
@@ -353,8 +378,8 @@ def generate(model, tok, prompts: list[str], *, max_new_tokens: int, temperature
         torch.manual_seed(seed)
     enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
     sample = temperature > 0
-    kwargs = dict(do_sample=sample, max_new_tokens=max_new_tokens, num_return_sequences=num_return_sequences,
-                  pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+    kwargs = {"do_sample": sample, "max_new_tokens": max_new_tokens, "num_return_sequences": num_return_sequences,
+                  "pad_token_id": tok.pad_token_id, "eos_token_id": tok.eos_token_id}
     if sample:
         kwargs.update(temperature=temperature, top_p=top_p, top_k=0)
     with torch.no_grad():

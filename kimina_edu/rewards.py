@@ -13,9 +13,10 @@ and the reward is 0.85 × correctness + 0.15 × format, correctness binarized.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Any, Callable
+from functools import cache
+from typing import Any
 
 SYSTEM_PROMPT = (
     "You are a careful assistant. First think about the question step by step inside "
@@ -68,7 +69,7 @@ def format_reward(text: str) -> float:
     return 1.0 if outside.strip() == "" else 0.0
 
 
-@lru_cache(maxsize=None)
+@cache
 def _scorer(source_dataset: str) -> Callable[[str | None, dict], float]:
     import reasoning_gym
 

@@ -22,64 +22,25 @@ import random
 import re
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+from kimina_edu.models import PocketRecipe, build_pocket_model, choose_model
 from kimina_edu.rewards import SYSTEM_PROMPT, correctness_reward, extract_answer, format_reward
+from kimina_edu.runtime import cache_dir, recipe_hash
+from kimina_edu.tasks import SEEDS, make_entries, oracle_answer, teacher_trace
 
 # ---------------------------------------------------------------- rule-based teacher
 
-_FORMS = (
-    (re.compile(r"^All (.+) are (.+)$"), "all"),
-    (re.compile(r"^No (.+) are (.+)$"), "no"),
-    (re.compile(r"^Some (.+) are not (.+)$"), "some-not"),
-    (re.compile(r"^Some (.+) are (.+)$"), "some"),
-)
-
-
-def syllogism_form(statement: str) -> tuple[str, str, str]:
-    """``"Some teachers are not parents"`` → ``("some-not", "teachers", "parents")``."""
-    for pattern, form in _FORMS:
-        m = pattern.match(statement.strip())
-        if m:
-            return form, m.group(1), m.group(2)
-    raise ValueError(f"not a categorical statement: {statement!r}")
-
-
-def _syllogism_trace(meta: dict[str, Any]) -> str:
-    f1, s1, p1 = syllogism_form(meta["premise1"])
-    f2, s2, p2 = syllogism_form(meta["premise2"])
-    fc, sc, pc = syllogism_form(meta["conclusion"])
-    lines = [f"Premise 1 is {f1}: {s1} -> {p1}.", f"Premise 2 is {f2}: {s2} -> {p2}.", f"Claim is {fc}: {sc} -> {pc}."]
-    if meta.get("type") == "inversion":
-        k = meta["selected_premise"]
-        lines.append(f"The claim turns premise {k} around.")
-    else:
-        shared = ({s1, p1} & {s2, p2}) or {"none"}
-        lines.append(f"The shared term is {sorted(shared)[0]}.")
-    lines.append("So the claim follows." if meta["is_valid"] else "So the claim does not follow.")
-    return " ".join(lines)
-
-
-def _propositional_trace(meta: dict[str, Any]) -> str:
-    premises = "; ".join(meta["premises"])
-    return f"The premises are: {premises}. A statement they entail is {meta['example_answer']}."
-
-
-TEACHER_TRACES: dict[str, Callable[[dict[str, Any]], str]] = {
-    "syllogism": _syllogism_trace,
-    "propositional_logic": _propositional_trace,
-}
-
 
 def rule_based_teacher(entry: dict[str, Any]) -> str:
-    """A correct ``<think>…</think><answer>…</answer>`` completion written from metadata."""
-    task = entry["metadata"]["source_dataset"]
-    if task not in TEACHER_TRACES:
-        raise ValueError(f"the rule-based teacher knows {sorted(TEACHER_TRACES)}; got {task!r}")
-    answer = entry["answer"] if entry["answer"] is not None else entry["metadata"]["example_answer"]
-    return f"<think>{TEACHER_TRACES[task](entry['metadata'])}</think>\n<answer>{answer}</answer>"
+    """A correct ``<think>…</think><answer>…</answer>`` completion written from metadata.
+
+    The trace restates the question (the forms and terms of each statement) and states the
+    verdict; see :func:`kimina_edu.tasks.teacher_trace`.
+    """
+    return f"<think>{teacher_trace(entry)}</think>\n<answer>{oracle_answer(entry)}</answer>"
 
 
 # ---------------------------------------------------------------- hosted teacher
@@ -106,13 +67,12 @@ class OpenAITeacher:
 
     def __init__(self, base_url: str | None = None, api_key: str | None = None, model: str = "gpt-4.1-mini",
                  *, concurrency: int = 16, max_retries: int = 5, timeout: float = 60.0,
-                 cache_path: str | os.PathLike | None = None, backoff_base: float = 1.0):
+                 cache_path: str | os.PathLike | None = None, backoff_base: float = 1.0, transport=None):
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
         self.api_key = api_key or os.environ.get("OPENAI_API_KEY", "")
         self.model, self.concurrency, self.max_retries = model, concurrency, max_retries
         self.timeout, self.backoff_base = timeout, backoff_base
-        from kimina_edu.runtime import cache_dir
-
+        self.transport = transport  # an httpx transport; tests pass a mock, None means the network
         self.cache_path = Path(cache_path or cache_dir() / "teacher" / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', model)}.jsonl")
         self.cache_path.parent.mkdir(parents=True, exist_ok=True)
         self._cache = self._load_cache()
@@ -132,7 +92,7 @@ class OpenAITeacher:
         return hashlib.sha256(f"{self.model}\n{entry['question']}".encode()).hexdigest()[:20]
 
     def _messages(self, entry: dict[str, Any]) -> list[dict[str, str]]:
-        oracle = entry["answer"] if entry["answer"] is not None else entry["metadata"].get("example_answer")
+        oracle = oracle_answer(entry)
         return [
             {"role": "system", "content": SYSTEM_PROMPT + " You are also given the true answer: your reasoning must end in it."},
             {"role": "user", "content": f"Question: {entry['question']}\nTrue answer: {oracle}"},
@@ -173,7 +133,7 @@ class OpenAITeacher:
 
         sem = asyncio.Semaphore(self.concurrency)
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        async with httpx.AsyncClient(timeout=self.timeout, headers=headers) as client:
+        async with httpx.AsyncClient(timeout=self.timeout, headers=headers, transport=self.transport) as client:
             return await asyncio.gather(*(self._ask(client, sem, e) for e in entries))
 
     def complete(self, entries: list[dict[str, Any]]) -> list[str | None]:
@@ -283,14 +243,65 @@ def evaluate_policy(model, tok, entries: list[dict[str, Any]], *, max_new_tokens
             "samples": samples}
 
 
-def held_out(task: str = "syllogism", n: int = 400, seed: int = 999_001) -> list[dict[str, Any]]:
-    """The fixed held-out evaluation split every chapter reports on (seed far from training seeds)."""
-    import reasoning_gym
-
-    return list(reasoning_gym.create_dataset(task, size=n, seed=seed))
-
-
 def timed(fn, *args, **kwargs):
     start = time.perf_counter()
     out = fn(*args, **kwargs)
     return out, time.perf_counter() - start
+
+
+# ---------------------------------------------------------------- the cached warm-up
+
+
+@dataclass(frozen=True)
+class SFTRecipe:
+    """The warm-up as the article ran it: ~200 teacher examples, LoRA r=32/alpha=64.
+
+    ``lr`` 3e-3 and 6 epochs suit the pocket model (measured in chapter 3); for SmolLM-135M
+    use ~2e-4 and 3 epochs.
+    """
+
+    task: str = "syllogism"
+    n_examples: int = 200
+    epochs: int = 6
+    lr: float = 3e-3
+    batch_size: int = 8
+    lora_r: int = 32
+    lora_alpha: int = 64
+    seed: int = SEEDS["sft"]
+    teacher: str = "rule-based"
+
+    @classmethod
+    def smoke(cls) -> SFTRecipe:
+        return cls(n_examples=64, epochs=2)
+
+
+def base_model_path(model_id: str, pocket: PocketRecipe | None = None) -> str:
+    """A loadable path or hub id for ``model_id``; builds the pocket model if that is the choice."""
+    chosen, _ = choose_model(model_id)
+    return str(build_pocket_model(pocket)) if chosen == "pocket" else chosen
+
+
+def sft_adapter_dir(base: str, recipe: SFTRecipe) -> Path:
+    return cache_dir() / "sft" / recipe_hash({"base": base, **asdict(recipe)})
+
+
+def ensure_sft_adapter(model_id: str = "pocket", *, recipe: SFTRecipe | None = None,
+                       pocket: PocketRecipe | None = None) -> tuple[str, Path]:
+    """``(base_path, adapter_dir)`` — the chapter-3 adapter, trained now if not cached.
+
+    Later chapters call this so each notebook runs on its own; `make course` trains it once.
+    """
+    recipe = recipe or SFTRecipe()
+    base = base_model_path(model_id, pocket)
+    out = sft_adapter_dir(base, recipe)
+    if (out / "adapter_config.json").exists():
+        return base, out
+    print(f"no cached SFT adapter for {base}: training one now ({recipe.n_examples} examples, {recipe.epochs} epochs)")
+    examples, _ = make_sft_examples(make_entries(recipe.task, recipe.n_examples, recipe.seed))
+    from kimina_edu.models import lora_config
+
+    model, _, _ = sft_train(base, examples, output_dir=out.with_suffix(".work"), epochs=recipe.epochs, lr=recipe.lr,
+                            batch_size=recipe.batch_size, seed=recipe.seed,
+                            lora=lora_config(r=recipe.lora_r, alpha=recipe.lora_alpha))
+    model.save_pretrained(out)
+    return base, out

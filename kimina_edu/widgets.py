@@ -48,7 +48,7 @@ def clip_explorer(advantage: float = 1.0, eps_low: float = 0.2, eps_high: float 
     def redraw(_=None):
         with out:
             out.clear_output(wait=True)
-            fig, ax = plt.subplots(figsize=(6, 3.5))
+            _fig, ax = plt.subplots(figsize=(6, 3.5))
             plot_clipped_surrogate(**{k: s.value for k, s in sliders.items()}, ax=ax)
             plt.show()
 

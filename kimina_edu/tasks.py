@@ -1,0 +1,95 @@
+"""The reasoning-gym tasks the course trains on, and what the course knows about each.
+
+One place for: each task's generator settings, the seeds that keep pretraining, SFT, RL and
+evaluation data apart, and the task-specific text the offline path writes (a restatement of
+the question, and the rule-based teacher's reasoning trace).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+# syllogism: reasoning-gym's default invalid_ratio is 0.3, so "Yes" is right 70% of the time and
+# a constant answer scores 70%. The course uses 0.5 so that chance is 50% and accuracy means
+# something (measured on the held-out split: 51.6% "Yes").
+TASK_CONFIGS: dict[str, dict[str, Any]] = {"syllogism": {"invalid_ratio": 0.5}, "propositional_logic": {}}
+
+# Disjoint seeds: the pocket model's corpus, the SFT examples, the RL questions and the
+# held-out evaluation never come from the same generator stream.
+SEEDS = {"pretrain": 1234, "sft": 7, "rl": 31337, "eval": 999_001}
+
+
+def make_entries(task: str, n: int, seed: int) -> list[dict[str, Any]]:
+    import reasoning_gym
+
+    return list(reasoning_gym.create_dataset(task, size=n, seed=seed, **TASK_CONFIGS.get(task, {})))
+
+
+def held_out(task: str = "syllogism", n: int = 400) -> list[dict[str, Any]]:
+    """The fixed held-out split every chapter reports accuracy on."""
+    return make_entries(task, n, SEEDS["eval"])
+
+
+_FORMS = (
+    (re.compile(r"^All (.+) are (.+)$"), "all"),
+    (re.compile(r"^No (.+) are (.+)$"), "no"),
+    (re.compile(r"^Some (.+) are not (.+)$"), "some-not"),
+    (re.compile(r"^Some (.+) are (.+)$"), "some"),
+)
+
+
+def syllogism_form(statement: str) -> tuple[str, str, str]:
+    """``"Some teachers are not parents"`` → ``("some-not", "teachers", "parents")``."""
+    for pattern, form in _FORMS:
+        m = pattern.match(statement.strip())
+        if m:
+            return form, m.group(1), m.group(2)
+    raise ValueError(f"not a categorical statement: {statement!r}")
+
+
+def _syllogism_restatement(meta: dict[str, Any]) -> str:
+    f1, s1, p1 = syllogism_form(meta["premise1"])
+    f2, s2, p2 = syllogism_form(meta["premise2"])
+    fc, sc, pc = syllogism_form(meta["conclusion"])
+    lines = [f"Premise 1 is {f1}: {s1} -> {p1}.", f"Premise 2 is {f2}: {s2} -> {p2}.", f"Claim is {fc}: {sc} -> {pc}."]
+    if meta.get("type") == "inversion":
+        lines.append(f"The claim turns premise {meta['selected_premise']} around.")
+    else:
+        shared = sorted({s1, p1} & {s2, p2}) or ["none"]
+        lines.append(f"The shared term is {shared[0]}.")
+    return " ".join(lines)
+
+
+def _propositional_restatement(meta: dict[str, Any]) -> str:
+    return f"The premises are: {'; '.join(meta['premises'])}."
+
+
+RESTATEMENTS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "syllogism": _syllogism_restatement,
+    "propositional_logic": _propositional_restatement,
+}
+
+
+def restatement(entry: dict[str, Any]) -> str:
+    """The question restated in short form — reading, not answering (no verdict, no answer)."""
+    task = entry["metadata"]["source_dataset"]
+    if task not in RESTATEMENTS:
+        raise ValueError(f"the course can restate {sorted(RESTATEMENTS)}; got {task!r}")
+    return RESTATEMENTS[task](entry["metadata"])
+
+
+def teacher_trace(entry: dict[str, Any]) -> str:
+    """The rule-based teacher's reasoning: the restatement, then the verdict from the metadata."""
+    meta = entry["metadata"]
+    if meta["source_dataset"] == "syllogism":
+        verdict = "So the claim follows." if meta["is_valid"] else "So the claim does not follow."
+    else:
+        verdict = f"A statement they entail is {meta['example_answer']}."
+    return f"{restatement(entry)} {verdict}"
+
+
+def oracle_answer(entry: dict[str, Any]) -> str:
+    """The answer a teacher writes: the oracle, or for open-ended tasks one valid example."""
+    return entry["answer"] if entry["answer"] is not None else entry["metadata"]["example_answer"]

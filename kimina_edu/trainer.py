@@ -1,0 +1,400 @@
+"""Chapter 4 — GRPO from scratch: the whole loop in one readable file.
+
+    for step in range(steps):
+        rollouts = collect_experience(...)   # sample B questions × G completions, score, advantages,
+                                             # old log-probs; stored unpadded in a buffer
+        learn(rollouts)                      # shuffled minibatches → policy_loss → AdamW
+
+The math (advantages, the clipped loss) is chapter 2's :mod:`kimina_edu.grpo`; the rewards are
+chapter 1's :mod:`kimina_edu.rewards`. This file only wires them to a model.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from kimina_edu.grpo import group_advantages, policy_loss
+from kimina_edu.models import chat_prompt
+from kimina_edu.rewards import RewardBreakdown, score_completion
+
+
+@dataclass
+class TrainConfig:
+    """Defaults are the reference article's hyper-parameters (SmolLM-135M on reasoning-gym).
+
+    ``buffer_size``: rollouts collected before a learning phase (ceil(buffer/(B·G)) rounds).
+    ``grad_accum``: minibatches whose gradients are summed per optimizer step.
+    """
+
+    task: str = "syllogism"
+    steps: int = 100
+    questions_per_batch: int = 8  # B
+    group_size: int = 6  # G
+    max_new_tokens: int = 300
+    temperature: float = 0.7
+    top_p: float = 0.95
+    buffer_size: int = 500
+    minibatch_size: int = 16
+    grad_accum: int = 12
+    epochs: int = 1  # passes over the buffer per learning phase
+    lr: float = 1e-6
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    loss_type: str = "grpo"
+    scale: str = "group"
+    eps_low: float = 0.2
+    eps_high: float | None = None
+    beta: float = 0.0  # k3 KL to the reference (the model with adapters disabled)
+    mask_truncated: bool = False
+    eval_every: int = 0  # held-out accuracy every N steps (0: only when asked)
+    log_rollouts: int = 4  # rollouts per step written to rollouts.jsonl for the browser
+    checkpoint_every: int = 0
+    seed: int = 0
+
+    # fields that may differ on resume without changing what is being trained
+    RESUMABLE = ("steps", "eval_every", "checkpoint_every", "log_rollouts")
+
+    @classmethod
+    def cpu_pocket(cls, **overrides) -> TrainConfig:
+        """The CPU preset for the pocket model (chapter 4, `make course`).
+
+        Changes from the article, and why: a ~1 M-parameter LoRA'd model needs a far larger lr
+        (5e-4 vs 1e-6) to move in minutes; completions are ~60 tokens, so 96 new tokens cover
+        them; one collection round per learning phase (buffer = B·G = 48) and two passes over it
+        keep generation — the expensive part on a CPU — from dominating.
+        """
+        base = {"max_new_tokens": 96, "buffer_size": 48, "minibatch_size": 16, "grad_accum": 3, "epochs": 2, "lr": 5e-4,
+                    "loss_type": "dr_grpo", "scale": "none", "eps_high": 0.28}
+        base.update(overrides)
+        return cls(**base)
+
+
+@dataclass
+class Rollout:
+    """One completion, unpadded: everything the learning phase needs."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    old_logp: list[float]
+    advantage: float
+    reward: float
+    truncated: bool
+
+
+# ------------------------------------------------------------------ generation backends
+
+
+class TransformersBackend:
+    """Batched, KV-cached ``model.generate``: all B·G samples in one call."""
+
+    name = "transformers"
+
+    def generate(self, model, tok, prompts: list[str], cfg: TrainConfig):
+        from kimina_edu.models import generate
+
+        return generate(model, tok, prompts, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
+                        top_p=cfg.top_p, num_return_sequences=cfg.group_size)
+
+
+class VLLMBackend:
+    """vLLM rollouts on a CUDA GPU. Thin on purpose and **not exercised by the tests** (no GPU
+    here): it loads the base model into vLLM once and pushes the policy's merged weights
+    before each collection round."""
+
+    name = "vllm"
+
+    def __init__(self, model_path: str, gpu_memory_utilization: float = 0.5):
+        from vllm import LLM
+
+        self.llm = LLM(model=model_path, gpu_memory_utilization=gpu_memory_utilization, enable_prefix_caching=True)
+
+    def _sync(self, model):
+        merged = model.merge_and_unload() if hasattr(model, "merge_and_unload") else model
+        runner = self.llm.llm_engine.model_executor.driver_worker.model_runner
+        runner.model.load_weights(merged.state_dict().items())
+
+    def generate(self, model, tok, prompts, cfg: TrainConfig):
+        from vllm import SamplingParams
+
+        self._sync(model)
+        params = SamplingParams(n=cfg.group_size, temperature=cfg.temperature, top_p=cfg.top_p,
+                                max_tokens=cfg.max_new_tokens)
+        outs = self.llm.generate(prompts, params, use_tqdm=False)
+        prompt_ids = [list(o.prompt_token_ids) for o in outs]
+        completions = [list(c.token_ids) for o in outs for c in o.outputs]
+        return prompt_ids, completions
+
+
+def default_backend(model) -> TransformersBackend:
+    return TransformersBackend()
+
+
+# ------------------------------------------------------------------ log-probs
+
+
+def pad_batch(rollouts: list[Rollout], pad_id: int):
+    """Re-pad a minibatch (right padding): input ids, attention mask, completion mask, old log-probs."""
+    seqs = [r.prompt_ids + r.completion_ids for r in rollouts]
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    attn = torch.zeros((len(seqs), width), dtype=torch.long)
+    comp_width = max(len(r.completion_ids) for r in rollouts)
+    comp_mask = torch.zeros((len(seqs), comp_width))
+    old = torch.zeros((len(seqs), comp_width))
+    for i, (r, s) in enumerate(zip(rollouts, seqs)):
+        ids[i, : len(s)] = torch.tensor(s)
+        attn[i, : len(s)] = 1
+        comp_mask[i, : len(r.completion_ids)] = 1
+        old[i, : len(r.old_logp)] = torch.tensor(r.old_logp)
+    return ids, attn, comp_mask, old
+
+
+def completion_logprobs(model, rollouts: list[Rollout], pad_id: int, *, with_entropy: bool = False):
+    """Per-token log-probs of each completion under ``model``: ``[N, T_completion]`` (+ entropy)."""
+    ids, attn, comp_mask, _ = pad_batch(rollouts, pad_id)
+    ids, attn = ids.to(model.device), attn.to(model.device)
+    logits = model(input_ids=ids, attention_mask=attn).logits.float()
+    logp_all = torch.log_softmax(logits[:, :-1], dim=-1)
+    targets = ids[:, 1:]
+    token_logp = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    # completion token j of sequence i sits at position len(prompt_i) + j; predicted from the one before
+    out = torch.zeros(comp_mask.shape, device=model.device)
+    ent = torch.zeros(comp_mask.shape, device=model.device)
+    for i, r in enumerate(rollouts):
+        start, n = len(r.prompt_ids) - 1, len(r.completion_ids)
+        out[i, :n] = token_logp[i, start : start + n]
+        if with_entropy:
+            p = logp_all[i, start : start + n].detach()
+            ent[i, :n] = -(p.exp() * p).sum(-1)
+    return (out, comp_mask.to(model.device), ent) if with_entropy else (out, comp_mask.to(model.device))
+
+
+# ------------------------------------------------------------------ the trainer
+
+
+class GRPOTrainer:
+    """From-scratch GRPO. ``train()`` runs ``cfg.steps`` steps; every step logs one JSON line."""
+
+    def __init__(self, model, tok, cfg: TrainConfig, *, train_entries: list[dict] | None = None,
+                 eval_entries: list[dict] | None = None, output_dir: str | Path = "grpo_run",
+                 reward_fn: Callable[[str, dict], RewardBreakdown] = score_completion, backend=None,
+                 progress: bool = True):
+        self.model, self.tok, self.cfg = model, tok, cfg
+        self.output_dir = Path(output_dir)
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        self.train_entries = train_entries if train_entries is not None else _task_entries(cfg.task, 5000, cfg.seed + 1)
+        self.eval_entries = eval_entries or []
+        self.reward_fn, self.progress = reward_fn, progress
+        self.backend = backend or default_backend(model)
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.step = 0
+        self.data_rng = random.Random(cfg.seed)
+        torch.manual_seed(cfg.seed)
+        self.log_path = self.output_dir / "log.jsonl"
+        self.rollout_path = self.output_dir / "rollouts.jsonl"
+
+    # ---- experience collection
+    @torch.no_grad()
+    def collect_experience(self) -> tuple[list[Rollout], dict[str, float]]:
+        cfg, tok = self.cfg, self.tok
+        rounds = max(1, math.ceil(cfg.buffer_size / (cfg.questions_per_batch * cfg.group_size)))
+        buffer, rewards_all, parts, lengths, truncated, gen_tokens, gen_seconds = [], [], [], [], [], 0, 0.0
+        logged = []
+        self.model.eval()
+        for _ in range(rounds):
+            entries = [self.train_entries[self.data_rng.randrange(len(self.train_entries))]
+                       for _ in range(cfg.questions_per_batch)]
+            prompts = [chat_prompt(tok, e["question"]) for e in entries]
+            t0 = time.perf_counter()
+            prompt_ids, completions = self.backend.generate(self.model, tok, prompts, cfg)
+            gen_seconds += time.perf_counter() - t0
+            gen_tokens += sum(len(c) for c in completions)
+            texts = tok.batch_decode(completions, skip_special_tokens=True)
+            scores = [self.reward_fn(t, entries[i // cfg.group_size]) for i, t in enumerate(texts)]
+            rewards = torch.tensor([s.total for s in scores]).view(cfg.questions_per_batch, cfg.group_size)
+            adv = group_advantages(rewards, scale=cfg.scale).flatten()
+            rows = [Rollout(prompt_ids[i // cfg.group_size], c, [], float(adv[i]), scores[i].total,
+                            tok.eos_token_id not in c) for i, c in enumerate(completions)]
+            old_logp, _ = completion_logprobs(self.model, rows, tok.pad_token_id)
+            for r, lp in zip(rows, old_logp):
+                r.old_logp = lp[: len(r.completion_ids)].tolist()
+            buffer.extend(rows)
+            rewards_all.append(rewards)
+            parts.extend(scores)
+            lengths.extend(len(c) for c in completions)
+            truncated.extend(r.truncated for r in rows)
+            for i in range(min(cfg.log_rollouts, len(rows))):
+                j = i * cfg.group_size % len(rows)  # the first completion of the first few questions
+                logged.append({"step": self.step, "question": entries[j // cfg.group_size]["question"],
+                               "completion": texts[j], "reward": rows[j].reward, "advantage": rows[j].advantage})
+        rewards = torch.cat(rewards_all)
+        zero_std = (rewards.max(1).values == rewards.min(1).values).float().mean().item()
+        with self.rollout_path.open("a") as fh:
+            for row in logged:
+                fh.write(json.dumps(row) + "\n")
+        stats = {
+            "reward_mean": rewards.mean().item(), "reward_std": rewards.std().item(),
+            "format": sum(p.format for p in parts) / len(parts), "correct": sum(p.correct for p in parts) / len(parts),
+            "frac_zero_std_groups": zero_std, "completion_length": sum(lengths) / len(lengths),
+            "truncation_rate": sum(truncated) / len(truncated), "gen_tokens_per_s": gen_tokens / max(gen_seconds, 1e-9),
+        }
+        return buffer, stats
+
+    # ---- learning phase
+    def learn(self, buffer: list[Rollout]) -> dict[str, float]:
+        cfg, _tok = self.cfg, self.tok
+        if cfg.mask_truncated:
+            buffer = [r for r in buffer if not r.truncated]
+        buffer = [r for r in buffer if r.advantage != 0.0 or cfg.beta > 0]
+        if not buffer:
+            return {"skipped": 1.0}
+        self.model.train()
+        totals: dict[str, float] = {}
+        n_mb, n_tokens, t0 = 0, 0, time.perf_counter()
+        for _ in range(cfg.epochs):
+            order = list(range(len(buffer)))
+            self.data_rng.shuffle(order)
+            minibatches = [[buffer[i] for i in order[k : k + cfg.minibatch_size]]
+                           for k in range(0, len(order), cfg.minibatch_size)]
+            for start in range(0, len(minibatches), cfg.grad_accum):
+                group = minibatches[start : start + cfg.grad_accum]
+                self.optimizer.zero_grad(set_to_none=True)
+                for mb in group:
+                    stats = self._minibatch_backward(mb, scale=1.0 / len(group))
+                    for k, v in stats.items():
+                        totals[k] = totals.get(k, 0.0) + v
+                    n_mb += 1
+                    n_tokens += sum(len(r.prompt_ids) + len(r.completion_ids) for r in mb)
+                grad_norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
+                totals["grad_norm"] = totals.get("grad_norm", 0.0) + float(grad_norm) * len(group)
+                self.optimizer.step()
+        self.model.eval()
+        out = {k: v / n_mb for k, v in totals.items()}
+        out["train_tokens_per_s"] = n_tokens / (time.perf_counter() - t0)
+        out["skipped"] = 0.0
+        return out
+
+    def _minibatch_backward(self, mb: list[Rollout], scale: float) -> dict[str, float]:
+        cfg = self.cfg
+        logp, mask, entropy = completion_logprobs(self.model, mb, self.tok.pad_token_id, with_entropy=True)
+        _, _, _, old = pad_batch(mb, self.tok.pad_token_id)
+        adv = torch.tensor([r.advantage for r in mb], device=logp.device)
+        ref_logp = None
+        if cfg.beta > 0:
+            ref_logp = self._reference_logprobs(mb)
+        loss, stats = policy_loss(logp, old.to(logp.device), adv, mask, loss_type=cfg.loss_type, eps_low=cfg.eps_low,
+                                  eps_high=cfg.eps_high, max_len=cfg.max_new_tokens, ref_logp=ref_logp, beta=cfg.beta)
+        (loss * scale).backward()
+        stats["loss"] = loss.item()
+        stats["entropy"] = ((entropy * mask).sum() / mask.sum()).item()
+        return stats
+
+    @torch.no_grad()
+    def _reference_logprobs(self, mb: list[Rollout]) -> torch.Tensor:
+        """With LoRA the reference is the same model with adapters off: no second copy."""
+        if not hasattr(self.model, "disable_adapter"):
+            raise ValueError("beta > 0 needs a PEFT (LoRA) model: its reference is the model with adapters disabled")
+        with self.model.disable_adapter():
+            ref, _ = completion_logprobs(self.model, mb, self.tok.pad_token_id)
+        return ref
+
+    # ---- evaluation, checkpoints, the loop
+    def evaluate(self) -> dict[str, float]:
+        from kimina_edu.sft import evaluate_policy
+
+        r = evaluate_policy(self.model, self.tok, self.eval_entries, max_new_tokens=self.cfg.max_new_tokens,
+                            progress=False)
+        return {"eval_accuracy": r["accuracy"], "eval_format_rate": r["format_rate"]}
+
+    def train(self, on_step: Callable[[dict], None] | None = None) -> list[dict]:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=self.cfg.steps, initial=self.step, desc="GRPO", disable=not self.progress)
+        try:
+            while self.step < self.cfg.steps:
+                row = self.train_step()
+                bar.update(1)
+                bar.set_postfix(reward=f"{row['reward_mean']:.2f}", len=f"{row['completion_length']:.0f}")
+                if on_step:
+                    on_step(row)
+                if self.cfg.checkpoint_every and self.step % self.cfg.checkpoint_every == 0:
+                    self.save_checkpoint()
+        except KeyboardInterrupt:
+            path = self.save_checkpoint()
+            print(f"interrupted: checkpoint saved to {path}")
+            raise
+        finally:
+            bar.close()
+        return read_log(self.log_path)
+
+    def train_step(self) -> dict:
+        buffer, stats = self.collect_experience()
+        if stats["frac_zero_std_groups"] == 1.0 and self.cfg.beta == 0:
+            learn_stats = {"skipped": 1.0, "skip_reason": "every group has zero reward variance: no signal"}
+        else:
+            learn_stats = self.learn(buffer)
+        self.step += 1
+        row = {"step": self.step, **stats, **learn_stats}
+        if self.cfg.eval_every and self.eval_entries and self.step % self.cfg.eval_every == 0:
+            row.update(self.evaluate())
+        with self.log_path.open("a") as fh:
+            fh.write(json.dumps(row) + "\n")
+        return row
+
+    def save_checkpoint(self) -> Path:
+        path = self.output_dir / "checkpoints" / f"step_{self.step:05d}"
+        path.mkdir(parents=True, exist_ok=True)
+        trainable = {n: p.detach().cpu() for n, p in self.model.named_parameters() if p.requires_grad}
+        torch.save({"trainable": trainable, "optimizer": self.optimizer.state_dict(), "step": self.step,
+                    "data_rng": self.data_rng.getstate(), "torch_rng": torch.get_rng_state(),
+                    "config": asdict(self.cfg)}, path / "state.pt")
+        return path
+
+    def resume_from(self, path: str | Path) -> None:
+        """Continue a run: same weights, optimizer, data order and RNG state as when saved."""
+        state = torch.load(Path(path) / "state.pt", weights_only=False)
+        saved, now = state["config"], asdict(self.cfg)
+        mismatched = sorted(k for k in now if k not in TrainConfig.RESUMABLE and saved.get(k) != now[k])
+        if mismatched:
+            detail = ", ".join(f"{k}: checkpoint {saved.get(k)!r} vs now {now[k]!r}" for k in mismatched)
+            raise ValueError(f"checkpoint {path} was written by another config — mismatched fields: {detail}")
+        named = dict(self.model.named_parameters())
+        with torch.no_grad():
+            for name, value in state["trainable"].items():
+                named[name].copy_(value)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.step = state["step"]
+        self.data_rng.setstate(state["data_rng"])
+        torch.set_rng_state(state["torch_rng"])
+
+
+def read_log(path: str | Path) -> list[dict]:
+    path = Path(path)
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def _task_entries(task: str, size: int, seed: int) -> list[dict]:
+    import reasoning_gym
+
+    return list(reasoning_gym.create_dataset(task, size=size, seed=seed))
+
+
+__all__ = [
+    "GRPOTrainer",
+    "Rollout",
+    "TrainConfig",
+    "TransformersBackend",
+    "VLLMBackend",
+    "completion_logprobs",
+    "pad_batch",
+    "read_log",
+]

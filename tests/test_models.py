@@ -1,0 +1,77 @@
+import pytest
+
+from kimina_edu.models import (
+    ModelUnavailableError,
+    PocketRecipe,
+    build_pocket_model,
+    chat_prompt,
+    choose_model,
+    generate,
+    load_policy,
+    lora_config,
+    pocket_corpus,
+    tiny_random_llama,
+)
+
+SMOKE = PocketRecipe.smoke()
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch, tmp_path_factory):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("KIMINA_EDU_CACHE", str(tmp_path_factory.getbasetemp() / "model-cache"))
+
+
+def test_corpus_never_contains_an_evaluated_answer():
+    docs = pocket_corpus(SMOKE)
+    task_docs = [d for d in docs if "Does it logically follow" in d or "propositional logic" in d]
+    assert len(task_docs) >= SMOKE.questions_per_eval_task  # the questions are there…
+    for doc in task_docs:  # …but never an answer or a verdict
+        assert "<answer>" not in doc and "follows" not in doc and "entail is" not in doc
+
+
+def test_pocket_model_is_cached_and_rebuilt_when_corrupt(capsys):
+    path = build_pocket_model(SMOKE, progress=False)
+    assert build_pocket_model(SMOKE, progress=False) == path  # cached
+    (path / "build.json").write_text("{not json")
+    assert build_pocket_model(SMOKE, progress=False) == path
+    assert "unreadable" in capsys.readouterr().out
+    other = build_pocket_model(PocketRecipe.smoke().__class__(**{**SMOKE.__dict__, "seed": 5}), progress=False)
+    assert other != path  # another recipe, another folder
+
+
+def test_load_policy_pocket_generates_and_cuts_at_eos():
+    model, tok = load_policy("pocket", recipe=SMOKE, verbose=False)
+    prompt = chat_prompt(tok, "Consider these statements: 1. All cats are dogs")
+    assert prompt.endswith("<|im_start|>assistant\n")
+    _, comps = generate(model, tok, [prompt, prompt], max_new_tokens=8, temperature=1.0, num_return_sequences=3, seed=0)
+    assert len(comps) == 6
+    for c in comps:
+        assert 0 < len(c) <= 8
+        assert tok.eos_token_id not in c[:-1]
+
+
+def test_hub_path_by_local_folder(tmp_path):
+    """The hub path, without a network: a tiny model saved with save_pretrained, loaded by path."""
+    _, tok = load_policy("pocket", recipe=SMOKE, verbose=False)
+    tiny = tiny_random_llama(vocab_size=len(tok), pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+    tiny.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    model, tok2 = load_policy(str(tmp_path), lora=lora_config(r=4, alpha=8), verbose=False)
+    assert model.config.hidden_size == 32
+    assert sum(p.numel() for p in model.parameters() if p.requires_grad) > 0
+    assert tok2.padding_side == "left"
+
+
+def test_unknown_model_offline_is_one_clear_line():
+    with pytest.raises(ModelUnavailableError) as err:
+        choose_model("no-such-org/no-such-model")
+    msg = str(err.value)
+    assert "\n" not in msg and "MODEL_ID='pocket'" in msg and "huggingface-cli download" in msg
+    assert choose_model("auto")[0] == "pocket"
+
+
+def test_lora_defaults_are_the_articles():
+    cfg = lora_config()
+    assert (cfg.r, cfg.lora_alpha, cfg.lora_dropout) == (32, 64, 0.0)
+    assert set(cfg.target_modules) == {"q_proj", "k_proj", "v_proj", "o_proj", "up_proj", "down_proj", "gate_proj"}

@@ -1,0 +1,77 @@
+import json
+
+import httpx
+import pytest
+
+from kimina_edu.rewards import correctness_reward, extract_answer, format_reward
+from kimina_edu.sft import OpenAITeacher, make_sft_examples, rule_based_teacher
+from kimina_edu.tasks import SEEDS, held_out, make_entries, syllogism_form
+
+
+@pytest.mark.parametrize("task", ["syllogism", "propositional_logic"])
+def test_rule_based_teacher_is_always_formatted_and_right(task):
+    for entry in make_entries(task, 150, SEEDS["sft"]):
+        text = rule_based_teacher(entry)
+        assert format_reward(text) == 1.0
+        assert correctness_reward(extract_answer(text), entry) == 1.0
+
+
+def test_syllogism_form_parses_and_rejects():
+    assert syllogism_form("Some teachers are not parents") == ("some-not", "teachers", "parents")
+    assert syllogism_form("No cats are dogs") == ("no", "cats", "dogs")
+    with pytest.raises(ValueError):
+        syllogism_form("Cats are nice")
+
+
+def test_held_out_is_balanced_and_fixed():
+    ev = held_out("syllogism", 400)
+    assert ev == held_out("syllogism", 400)
+    assert 0.45 < sum(e["answer"] == "Yes" for e in ev) / len(ev) < 0.55
+
+
+def _teacher_server(script):
+    """A mock OpenAI endpoint answering from a list of (status, body) in order."""
+    calls = []
+
+    def handler(request):
+        calls.append(json.loads(request.content))
+        status, body = script[min(len(calls) - 1, len(script) - 1)]
+        if isinstance(body, Exception):
+            raise body
+        return httpx.Response(status, content=body if isinstance(body, bytes) else json.dumps(body).encode())
+
+    return httpx.MockTransport(handler), calls
+
+
+def _reply(text):
+    return {"choices": [{"message": {"content": text}}]}
+
+
+def test_hosted_teacher_retries_drops_and_caches(tmp_path):
+    entries = make_entries("syllogism", 1, SEEDS["sft"])
+    good = rule_based_teacher(entries[0])
+    transport, calls = _teacher_server([(429, {}), (503, {}), (200, _reply(good))])
+    teacher = OpenAITeacher(base_url="http://teacher.local/v1", cache_path=tmp_path / "c.jsonl", transport=transport,
+                            backoff_base=0.001)
+    examples, report = make_sft_examples(entries, teacher)
+    assert report.kept == 1 and len(calls) == 3  # two retries, then a kept example
+    again = OpenAITeacher(base_url="http://teacher.local/v1", cache_path=tmp_path / "c.jsonl",
+                          transport=_teacher_server([(500, {})])[0])
+    examples2, report2 = make_sft_examples(entries, again)
+    assert report2.kept == 1 and examples2 == examples  # served from the disk cache
+
+
+@pytest.mark.parametrize("script, reason", [
+    ([(200, b"not json")], "no_response"),
+    ([(200, _reply("<answer>Yes</answer>"))], "bad_format"),
+    ([(200, _reply("<think>t</think><answer>Maybe</answer>"))], "wrong_answer"),
+    ([(401, {"error": "bad key"})], "no_response"),
+    ([(200, {"choices": []})], "no_response"),
+    ([(200, httpx.ConnectError("down"))], "no_response"),
+])
+def test_hosted_teacher_bad_answers_are_counted_never_kept(tmp_path, script, reason):
+    transport, _ = _teacher_server(script)
+    teacher = OpenAITeacher(base_url="http://teacher.local/v1", cache_path=tmp_path / "c.jsonl", transport=transport,
+                            backoff_base=0.001, max_retries=2)
+    examples, report = make_sft_examples(make_entries("syllogism", 2, SEEDS["sft"]), teacher)
+    assert examples == [] and report.dropped[reason] == 2
