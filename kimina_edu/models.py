@@ -13,7 +13,7 @@ It does hold *restatements* of those questions (each premise's form and terms, n
 a hub model like SmolLM can already read a premise back; a 1 M-parameter model trained for
 three minutes cannot unless it practises, and without reading, RL has nothing to improve
 (measured: without restatements the SFT'd pocket model wrote the right form with the wrong
-nouns, and GRPO drifted its reasoning into noise).
+nouns, and GRPO collapsed it to a constant answer).
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ class PocketRecipe:
     seq_len: int = 256
     lr: float = 2e-3
     seed: int = SEEDS["pretrain"]
-    version: int = 2  # bump when the corpus code changes
+    version: int = 3  # bump when the corpus code changes
 
     @classmethod
     def smoke(cls) -> PocketRecipe:

@@ -50,16 +50,22 @@ def syllogism_form(statement: str) -> tuple[str, str, str]:
 
 
 def _syllogism_restatement(meta: dict[str, Any]) -> str:
-    f1, s1, p1 = syllogism_form(meta["premise1"])
-    f2, s2, p2 = syllogism_form(meta["premise2"])
-    fc, sc, pc = syllogism_form(meta["conclusion"])
-    lines = [f"Premise 1 is {f1}: {s1} -> {p1}.", f"Premise 2 is {f2}: {s2} -> {p2}.", f"Claim is {fc}: {sc} -> {pc}."]
-    if meta.get("type") == "inversion":
-        lines.append(f"The claim turns premise {meta['selected_premise']} around.")
-    else:
-        shared = sorted({s1, p1} & {s2, p2}) or ["none"]
-        lines.append(f"The shared term is {shared[0]}.")
-    return " ".join(lines)
+    """Each statement as its form and letters for its terms, lettered by first appearance:
+
+    "All dogs are doctors / Some doctors are insects / All dogs are insects"
+    → "Premise 1 is all A B. Premise 2 is some B C. Claim is all A C."
+
+    Letters, not nouns: whether the claim follows depends only on this structure, and a tiny
+    model can learn to match terms long before it can copy nouns reliably (measured: the
+    1 M-parameter pocket model copied 0 of 100 noun restatements exactly).
+    """
+    statements = [syllogism_form(meta[k]) for k in ("premise1", "premise2", "conclusion")]
+    letters: dict[str, str] = {}
+    for _, subject, predicate in statements:
+        for term in (subject, predicate):
+            letters.setdefault(term, "ABCDEF"[len(letters)])
+    names = ("Premise 1", "Premise 2", "Claim")
+    return " ".join(f"{name} is {form} {letters[s]} {letters[p]}." for name, (form, s, p) in zip(names, statements))
 
 
 def _propositional_restatement(meta: dict[str, Any]) -> str:
