@@ -92,3 +92,18 @@ def figure_path(name: str, output_dir: str | os.PathLike = ".") -> Path:
     path = Path(output_dir) / "figures" / name
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def run_sync(coro):
+    """Run a coroutine from sync code — also inside Jupyter, whose event loop is already running
+    (there ``asyncio.run`` refuses, so the coroutine runs on a fresh loop in a worker thread)."""
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()

@@ -28,7 +28,7 @@ from typing import Any
 
 from kimina_edu.models import PocketRecipe, build_pocket_model, choose_model
 from kimina_edu.rewards import SYSTEM_PROMPT, correctness_reward, extract_answer, format_reward
-from kimina_edu.runtime import cache_dir, recipe_hash
+from kimina_edu.runtime import cache_dir, recipe_hash, run_sync
 from kimina_edu.tasks import SEEDS, make_entries, oracle_answer, teacher_trace
 
 # ---------------------------------------------------------------- rule-based teacher
@@ -137,19 +137,7 @@ class OpenAITeacher:
             return await asyncio.gather(*(self._ask(client, sem, e) for e in entries))
 
     def complete(self, entries: list[dict[str, Any]]) -> list[str | None]:
-        return _run(self.acomplete(entries))
-
-
-def _run(coro):
-    """Run a coroutine from sync code, also inside Jupyter's running event loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    import concurrent.futures
-
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()
+        return run_sync(self.acomplete(entries))
 
 
 # ---------------------------------------------------------------- SFT data

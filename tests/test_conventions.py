@@ -29,7 +29,7 @@ def test_notebook_conventions(path):
     params = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
     assert len(params) == 1, "exactly one cell tagged 'parameters'"
     for name in REQUIRED_PARAMS:
-        assert re.search(rf"^{name}\s*=", params[0].source, re.M), f"parameters cell lacks {name}"
+        assert re.search(rf"^{name}\s*=", params[0].source, re.MULTILINE), f"parameters cell lacks {name}"
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert all(not c.get("outputs") and c.get("execution_count") is None for c in code), "strip outputs"
     assert "write_metrics(" in code[-1].source, "the last cell writes metrics.json"

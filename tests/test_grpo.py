@@ -3,7 +3,14 @@ import math
 import pytest
 import torch
 
-from kimina_edu.grpo import LOSS_TYPES, aggregate, group_advantages, kl_k3, per_sequence_token_weight, policy_loss
+from kimina_edu.grpo import (
+    LOSS_TYPES,
+    aggregate,
+    group_advantages,
+    kl_k3,
+    per_sequence_token_weight,
+    policy_loss,
+)
 
 
 def test_worked_example_two_sequences_is_plus_minus_0707():

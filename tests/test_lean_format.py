@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 from kimina_edu.lean.data import load_offline_problems
 from kimina_edu.lean.examples import failing_examples, passing_response
 from kimina_edu.lean.format import FormatError, check_conversation, check_format, remove_comments
-from kimina_edu.lean.proof import extract_proof, is_commented, normalize_formal_statement, theorem_signature
 from kimina_edu.lean.prompts import SYSTEM_PROMPT, build_messages
+from kimina_edu.lean.proof import extract_proof, is_commented, normalize_formal_statement, theorem_signature
 
 PROBLEMS = load_offline_problems()
 P = PROBLEMS[0]

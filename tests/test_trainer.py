@@ -73,7 +73,7 @@ def test_resume_with_another_config_names_the_fields(tmp_path):
 
 
 def test_all_zero_variance_batch_is_skipped_not_nan(tmp_path):
-    constant = lambda text, entry: RewardBreakdown(None, 1.0, 1.0, 1.0)  # noqa: E731
+    constant = lambda text, entry: RewardBreakdown(None, 1.0, 1.0, 1.0)
     tr = _trainer(tmp_path, _cfg(steps=1), reward=constant)
     before = [p.detach().clone() for p in tr.model.parameters()]
     row = tr.train()[-1]

@@ -29,11 +29,7 @@ from enum import Enum
 
 # A small stop-word list: a repeated line only counts if it has >= 10 *content* words.
 STOPWORDS = frozenset(
-    "a an the and or but if then else so of to in on at by for with from into onto as is are was were be been being "
-    "this that these those it its we i you he she they them our us let lets can could should would will may might "
-    "must do does did not no yes have has had which what when where who whom how why all any each every some such "
-    "there here than too very just also only now again further once both more most other same own up down out over "
-    "under between about above below after before because while during through until against use using get".split()
+    ["a", "an", "the", "and", "or", "but", "if", "then", "else", "so", "of", "to", "in", "on", "at", "by", "for", "with", "from", "into", "onto", "as", "is", "are", "was", "were", "be", "been", "being", "this", "that", "these", "those", "it", "its", "we", "i", "you", "he", "she", "they", "them", "our", "us", "let", "lets", "can", "could", "should", "would", "will", "may", "might", "must", "do", "does", "did", "not", "no", "yes", "have", "has", "had", "which", "what", "when", "where", "who", "whom", "how", "why", "all", "any", "each", "every", "some", "such", "there", "here", "than", "too", "very", "just", "also", "only", "now", "again", "further", "once", "both", "more", "most", "other", "same", "own", "up", "down", "out", "over", "under", "between", "about", "above", "below", "after", "before", "because", "while", "during", "through", "until", "against", "use", "using", "get"]
 )
 
 

@@ -1,0 +1,56 @@
+"""Chapter 7 — the Kimina-Prover-RL reward: 1 only if Lean accepts the proof AND the format
+passes; 0 otherwise, however valid the proof (recipe ``reward.py``).
+
+The batch path runs the cheap work locally first — format checks and proof extraction — and
+sends only extractable proofs to the server.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kimina_edu.lean.client import LeanVerifier, Verdict
+from kimina_edu.lean.feedback import FILTERED_FEEDBACK, VALID_FEEDBACK, LineScheme, build_feedback
+from kimina_edu.lean.format import FormatError, check_conversation, check_format
+from kimina_edu.lean.proof import extract_proof
+
+
+def lean_reward(response: str, formal_statement: str, verdict: Verdict | None) -> float:
+    """``1.0`` if the verdict is valid and the response's format is ``NONE``, else ``0.0``."""
+    if verdict is None or not verdict.valid:
+        return 0.0
+    return 1.0 if check_format(response, formal_statement) is FormatError.NONE else 0.0
+
+
+def score_batch(responses: list[str], formal_statements: list[str], verifier: LeanVerifier,
+                prompts: list[list[dict]] | None = None, *, line_scheme: LineScheme = "relative") -> list[dict[str, Any]]:
+    """Score a batch: per item ``score``, ``acc`` (Lean validity alone), ``format_error``,
+    ``feedback`` (for the second turn) and ``pred`` (the code sent to Lean, or None).
+
+    ``prompts``: the conversation each response answers; with it, every assistant turn is
+    format-checked (a second turn inherits its first turn's format error).
+    """
+    if len(responses) != len(formal_statements) or (prompts is not None and len(prompts) != len(responses)):
+        raise ValueError("responses, formal_statements (and prompts) must have the same length")
+    format_errors = []
+    for i, (resp, stmt) in enumerate(zip(responses, formal_statements)):
+        if prompts is not None:
+            format_errors.append(check_conversation(list(prompts[i]) + [{"role": "assistant", "content": resp}], stmt))
+        else:
+            format_errors.append(check_format(resp, stmt))
+    proofs = [extract_proof(r, s) for r, s in zip(responses, formal_statements)]
+    to_check = [i for i, p in enumerate(proofs) if p is not None]
+    verdicts = dict(zip(to_check, verifier.verify([proofs[i] for i in to_check]))) if to_check else {}
+    rows = []
+    for i, (fmt, proof) in enumerate(zip(format_errors, proofs)):
+        verdict = verdicts.get(i)
+        acc = 1.0 if verdict is not None and verdict.valid else 0.0
+        if verdict is None:
+            feedback = FILTERED_FEEDBACK
+        elif verdict.valid:
+            feedback = VALID_FEEDBACK
+        else:
+            feedback = build_feedback(proof, verdict.response or {"error": verdict.error}, line_scheme=line_scheme)
+        rows.append({"score": acc * (fmt is FormatError.NONE), "acc": acc, "format_error": fmt.name,
+                     "feedback": feedback, "pred": proof, "status": verdict.status if verdict else "not_sent"})
+    return rows

@@ -1,0 +1,250 @@
+"""A stand-in for kimina-lean-server — a **test double, not a proof checker**.
+
+It speaks the real server's HTTP contract (``POST /api/check``, ``POST /verify``,
+``GET /health``, bearer auth, 401/422/429) so the client, the reward and the notebooks can be
+exercised where Lean cannot be installed. Its verdicts come only from a *script* (a JSON file
+mapping code → result); every unscripted snippet gets one ``severity: "error"`` message saying
+so, so nothing unscripted can ever count as valid.
+
+    python -m kimina_edu.lean.standin --port 8765 --workers 32 --latency 0.05 --script verdicts.json
+
+Fault switches (for tests): ``POST /_standin/faults {"mode": "...", "count": n}`` makes the next
+n requests to ``/api/check`` fail with ``500``, ``429``, ``malformed`` JSON, a ``drop``ped
+connection, or a ``slow`` reply (sleeps ``slow_seconds``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field, field_validator
+
+STANDIN_NOTICE = ("stand-in server: this snippet is not in the stand-in's script, so no proof was checked "
+                  "(start a real kimina-lean-server and set LEAN_SERVER_API_URL)")
+
+
+# The request models of kimina-lean-server's API (``server/routers``; client ``models.py``).
+class Snippet(BaseModel):
+    id: str
+    code: str
+
+class CheckRequest(BaseModel):
+    snippets: list[Snippet] = Field(min_length=1)
+    timeout: int = Field(default=30, ge=0)
+    debug: bool = False
+    reuse: bool = True
+    infotree: str | None = None
+
+    @field_validator("snippets")
+    @classmethod
+    def unique_ids(cls, v):
+        if len({s.id for s in v}) != len(v):
+            raise ValueError("snippet ids must be unique")
+        return v
+
+class Code(BaseModel):
+    custom_id: str | int
+    proof: str | None = None
+    code: str | None = None
+
+class VerifyRequest(BaseModel):
+    codes: list[Code] = Field(min_length=1)
+    timeout: int = 300
+    infotree_type: str | None = None
+    disable_cache: bool = False
+
+
+def unscripted_result(sid: str) -> dict[str, Any]:
+    return {"id": sid, "time": 0.0, "response": {"env": 0, "messages": [
+        {"severity": "error", "pos": {"line": 1, "column": 0}, "endPos": {"line": 1, "column": 1}, "data": STANDIN_NOTICE}]}}
+
+
+def create_app(script: dict[str, dict] | None = None, *, workers: int = 8, latency: float = 0.0,
+               max_wait: float = 60.0, api_key: str | None = None):
+    """The FastAPI app. ``script`` maps code → ``{"response": …}`` or ``{"error": …}``."""
+
+    app = FastAPI(title="kimina-lean-server stand-in (test double, not a proof checker)")
+    state = {"script": dict(script or {}), "pool": asyncio.Semaphore(workers), "fault": None, "fault_count": 0,
+             "slow_seconds": 5.0, "checked": 0}
+
+    def authorize(request: Request):
+        if api_key is None:
+            return
+        header = request.headers.get("Authorization")
+        if not header:
+            raise HTTPException(status_code=401, detail="Missing API key")
+        if header.removeprefix("Bearer ").strip() != api_key:
+            raise HTTPException(status_code=401, detail="Invalid API key")
+
+    async def run_one(sid: str, code: str, timeout: int) -> dict[str, Any]:
+        try:
+            await asyncio.wait_for(state["pool"].acquire(), timeout=max_wait)
+        except TimeoutError:
+            raise HTTPException(status_code=429, detail="No available REPLs") from None
+        start = time.perf_counter()
+        try:
+            if latency > timeout:
+                await asyncio.sleep(timeout)
+                return {"id": sid, "time": timeout, "error": f"Lean REPL command timed out in {timeout} seconds"}
+            await asyncio.sleep(latency)
+            state["checked"] += 1
+            scripted = state["script"].get(code)
+            if scripted is None:
+                return unscripted_result(sid)
+            return {"id": sid, "time": time.perf_counter() - start, **scripted}
+        finally:
+            state["pool"].release()
+
+    @app.get("/health")
+    async def health():
+        return {"status": "ok"}
+
+    @app.post("/_standin/faults")
+    async def faults(body: dict):
+        state["fault"], state["fault_count"] = body.get("mode"), int(body.get("count", 1))
+        state["slow_seconds"] = float(body.get("slow_seconds", state["slow_seconds"]))
+        return {"mode": state["fault"], "count": state["fault_count"]}
+
+    @app.get("/_standin/stats")
+    async def stats():
+        return {"checked": state["checked"]}
+
+    @app.post("/api/check")
+    async def check(req: CheckRequest, request: Request):
+        authorize(request)
+        if state["fault"] and state["fault_count"] > 0:
+            state["fault_count"] -= 1
+            mode = state["fault"]
+            if mode == "500":
+                return JSONResponse({"detail": "stand-in fault: internal error"}, status_code=500)
+            if mode == "429":
+                return JSONResponse({"detail": "No available REPLs"}, status_code=429)
+            if mode == "malformed":
+                return JSONResponse({"resul": "not what a client expects"}, status_code=200)
+            if mode == "slow":
+                await asyncio.sleep(state["slow_seconds"])
+            if mode == "drop":
+                return _DroppedResponse()
+        results = await asyncio.gather(*(run_one(s.id, s.code, req.timeout) for s in req.snippets))
+        return {"results": list(results)}
+
+    @app.post("/verify")
+    async def verify(req: VerifyRequest, request: Request):
+        authorize(request)
+        results = await asyncio.gather(*(run_one(str(c.custom_id), c.proof or c.code or "", req.timeout)
+                                         for c in req.codes))
+        out = []
+        for r in results:
+            sid = r.pop("id")
+            if "error" in r:
+                out.append({"custom_id": sid, "error": r["error"]})
+            else:
+                out.append({"custom_id": sid, "response": {**r["response"], "time": r["time"]}})
+        return {"results": out}
+
+    return app
+
+
+class _DroppedResponse:
+    """An ASGI response that promises a body and then closes the connection mid-way."""
+
+    async def __call__(self, scope, receive, send):
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", b"100000")]})
+        await send({"type": "http.response.body", "body": b'{"results": [', "more_body": False})
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class StandinServer:
+    """Start the stand-in in a subprocess on a free localhost port; stop it on exit.
+
+        with StandinServer(latency=0.05, workers=32) as url:
+            LeanVerifier(url).verify(codes)
+    """
+
+    def __init__(self, script: dict[str, dict] | None = None, *, workers: int = 8, latency: float = 0.0,
+                 max_wait: float = 60.0, api_key: str | None = None, script_path: str | Path | None = None):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._script_path = Path(script_path) if script_path else None
+        self._script = script
+        self.args = ["--port", str(self.port), "--workers", str(workers), "--latency", str(latency),
+                     "--max-wait", str(max_wait)] + (["--api-key", api_key] if api_key else [])
+        self.proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> str:
+        import tempfile
+
+        import httpx
+
+        args = list(self.args)
+        if self._script is not None:
+            tmp = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
+            json.dump(self._script, tmp)
+            tmp.close()
+            self._script_path = Path(tmp.name)
+        if self._script_path:
+            args += ["--script", str(self._script_path)]
+        self.proc = subprocess.Popen([sys.executable, "-m", "kimina_edu.lean.standin", *args],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"stand-in server exited: {self.proc.stderr.read().decode()[-2000:]}")
+            try:
+                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
+                    return self.url
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        self.__exit__(None, None, None)
+        raise RuntimeError("stand-in server did not answer /health within 30 s")
+
+    def fault(self, mode: str, count: int = 1, slow_seconds: float = 5.0) -> None:
+        import httpx
+
+        httpx.post(self.url + "/_standin/faults", json={"mode": mode, "count": count, "slow_seconds": slow_seconds},
+                   timeout=5).raise_for_status()
+
+    def __exit__(self, *exc) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def main(argv: list[str] | None = None) -> None:
+    import uvicorn
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--workers", type=int, default=8, help="simulated REPL pool size")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds per snippet")
+    parser.add_argument("--max-wait", type=float, default=60.0, help="seconds to wait for a free worker before 429")
+    parser.add_argument("--script", help="JSON file mapping code to a result ({'response': …} or {'error': …})")
+    parser.add_argument("--api-key")
+    args = parser.parse_args(argv)
+    script = json.loads(Path(args.script).read_text()) if args.script else {}
+    app = create_app(script, workers=args.workers, latency=args.latency, max_wait=args.max_wait, api_key=args.api_key)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", backlog=4096)
+
+
+if __name__ == "__main__":
+    main()
