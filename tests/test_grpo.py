@@ -94,7 +94,7 @@ def test_clip_fractions():
 
 def test_sequence_level_ratio_uses_mean_log_ratio():
     logp, old, adv, mask = _batch(2)
-    loss, stats = policy_loss(logp, old, adv, mask, ratio_level="sequence", eps_low=10.0)
+    loss, _ = policy_loss(logp, old, adv, mask, ratio_level="sequence", eps_low=10.0)
     seq = ((logp - old) * mask).sum(1) / mask.sum(1)
     expected = -(torch.exp(seq) * adv).mean()  # no clipping at eps=10, grpo aggregation
     assert float(loss) == pytest.approx(float(expected), abs=1e-5)

@@ -35,8 +35,26 @@ def check_02(m):
     assert w["dr_grpo"][0] == pytest.approx(w["dr_grpo"][-1]), "dr_grpo weighs every token the same"
 
 
-CHECKS = {"00": check_00, "01": check_01, "02": check_02}
-BUDGET_S = {"00": 60, "01": 60, "02": 60}
+def check_06(m):
+    assert m["checks_agree"], "every format example must get its expected verdict"
+    assert len(m["error_kinds_covered"]) == 12
+    assert m["helper_lemma_dropped"]
+    assert m["batch_scores"] == [1.0, 0.0, 0.0, 0.0, 0.0]
+    tp = {int(k): v for k, v in m["throughput"].items()}
+    assert tp[32] > 2 * tp[1], "more requests in flight must raise throughput (at most 4x: 32 workers / batches of 8)"
+
+
+def check_07(m):
+    assert m["verdict_status"] == "lean_error"
+    assert "# Error 1:" in m["feedback"] and ">|   linarith" in m["feedback"]
+    for row in m["pitfall"]:
+        assert "linarith" in row["ours marks"] and "linarith" not in row["recipe's window marks"]
+    assert m["cache_counts"]["added"] > 0 and m["cache_counts"]["exceed_max_turn"] > 0
+    assert m["second_turn_format_clean"] == "NONE"
+
+
+CHECKS = {"00": check_00, "01": check_01, "02": check_02, "06": check_06, "07": check_07}
+BUDGET_S = {"00": 60, "01": 60, "02": 60, "06": 60, "07": 90}
 
 
 @pytest.fixture(scope="session")

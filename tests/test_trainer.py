@@ -25,8 +25,9 @@ def digit_reward(text, entry):
 
 
 def _cfg(**kw):
-    base = dict(steps=4, questions_per_batch=4, group_size=6, max_new_tokens=12, buffer_size=24, minibatch_size=12,
-                grad_accum=2, epochs=1, lr=1e-2, loss_type="dr_grpo", scale="group", log_rollouts=1, seed=3)
+    base = {"steps": 4, "questions_per_batch": 4, "group_size": 6, "max_new_tokens": 12, "buffer_size": 24,
+            "minibatch_size": 12, "grad_accum": 2, "epochs": 1, "lr": 1e-2, "loss_type": "dr_grpo", "scale": "group",
+            "log_rollouts": 1, "seed": 3}
     base.update(kw)
     return TrainConfig(**base)
 
@@ -107,5 +108,5 @@ def test_logprobs_of_padded_batch_match_one_by_one():
         alone, _ = completion_logprobs(model, [r], tok.pad_token_id)
         assert torch.allclose(together[i, : len(r.completion_ids)], alone[0], atol=1e-5)
     assert mask.sum().item() == 6
-    ids, attn, comp_mask, _ = pad_batch(rows, tok.pad_token_id)
+    ids, attn, _, _ = pad_batch(rows, tok.pad_token_id)
     assert ids.shape == (2, 5) and attn.sum().item() == 10

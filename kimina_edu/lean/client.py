@@ -83,8 +83,8 @@ def classify(result: dict[str, Any], *, use_kimina_client: bool = True) -> str:
     if use_kimina_client and KIMINA_CLIENT is not None:
         try:
             return KIMINA_CLIENT.ReplResponse.model_validate(result).analyze().status.value
-        except Exception:  # noqa: BLE001 — a shape kimina-client rejects is classified below
-            pass
+        except Exception:  # noqa: BLE001 — a shape kimina-client rejects gets the same rules below
+            return classify(result, use_kimina_client=False)
     error = result.get("error")
     if error:
         return "timeout_error" if "timed out" in str(error) else "server_error"
