@@ -1,0 +1,42 @@
+"""Chapter 9 — evaluating provers: pass@k (unbiased) and verl's bootstrap best@k.
+
+pass@k (Chen et al. 2021, "Evaluating Large Language Models Trained on Code"): with n samples
+of which c are correct, the probability that k samples drawn *without* replacement contain a
+correct one — ``1 - C(n-c, k) / C(n, k)``, computed as a stable product.
+
+best@k (verl ``metric_utils.py::bootstrap_metric``): draw k of the n samples *with* replacement,
+take the best, average over 1000 bootstrap draws (seed 42). Sampling with replacement can pick
+the same failure twice, so best@k ≤ pass@k in expectation; at k = n the gap is largest.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k for one problem with ``c`` correct out of ``n`` samples."""
+    if not 0 <= c <= n or k < 1 or k > n:
+        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n; got n={n}, c={c}, k={k}")
+    if n - c < k:
+        return 1.0
+    return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
+
+
+def best_at_k(correct: list[float] | np.ndarray, k: int, n_bootstrap: int = 1000, seed: int = 42) -> float:
+    """verl's bootstrap best@k for one problem: mean over draws of the max of k samples with replacement."""
+    values = np.asarray(correct, dtype=float)
+    if values.size == 0 or k < 1:
+        raise ValueError("need at least one sample and k >= 1")
+    rng = np.random.default_rng(seed)
+    draws = rng.choice(values, size=(n_bootstrap, k), replace=True)
+    return float(draws.max(axis=1).mean())
+
+
+def mean_pass_at_k(results: list[list[float]], k: int) -> float:
+    """pass@k averaged over problems; ``results[i]`` = the 0/1 outcomes of problem i's samples."""
+    return float(np.mean([pass_at_k(len(r), int(sum(r)), k) for r in results]))
+
+
+def mean_best_at_k(results: list[list[float]], k: int, seed: int = 42) -> float:
+    return float(np.mean([best_at_k(r, k, seed=seed) for r in results]))
