@@ -193,7 +193,7 @@ def sft_train(model_path: str, examples: list[dict], *, output_dir: str | os.Pat
         output_dir=str(output_dir), num_train_epochs=epochs, learning_rate=lr, per_device_train_batch_size=batch_size,
         lr_scheduler_type="cosine", warmup_steps=5, logging_steps=1, save_strategy="no", report_to="none",
         seed=seed, max_length=max_length, completion_only_loss=True, bf16=False, use_cpu=use_cpu,
-        gradient_checkpointing=False, dataloader_num_workers=0, disable_tqdm=False,
+        activation_checkpointing=False, dataloader_num_workers=0, disable_tqdm=False,
     )
     trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(examples), processing_class=tok,
                          peft_config=lora or lora_config())
