@@ -30,8 +30,9 @@ course: $(STAMP)
 smoke: $(STAMP)
 	$(PY) -m kimina_edu.course --smoke
 
-test: $(STAMP)
+test: $(STAMP) $(VERL_VENV)/.installed
 	$(PY) -m pytest tests -ra --durations=15
+	$(VERL_VENV)/bin/python -m kimina_edu.verl.check
 
 lab: $(STAMP)
 	$(PY) -m pip install -q -e ".[test,lab]"
@@ -44,11 +45,11 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check kimina_edu tests benchmarks
 
 # verl 0.9.1 pins trl==0.27 and transformers<5.11, which clash with TRL 1.x: own venv.
-$(VERL_VENV)/.installed: kimina_edu/verl/requirements-verl.txt
+$(VERL_VENV)/.installed: kimina_edu/verl/requirements-verl.txt kimina_edu/verl/constraints-verl.txt
 	test -x $(VERL_VENV)/bin/python || $(PYTHON) -m venv $(VERL_VENV)
 	$(VERL_VENV)/bin/python -m pip install -q --upgrade pip
 	$(VERL_VENV)/bin/python -m pip install -q torch==2.13.0
-	$(VERL_VENV)/bin/python -m pip install -q -r kimina_edu/verl/requirements-verl.txt
+	$(VERL_VENV)/bin/python -m pip install -q -r kimina_edu/verl/requirements-verl.txt -c kimina_edu/verl/constraints-verl.txt
 	$(VERL_VENV)/bin/python -m pip install -q --no-deps -e .
 	touch $@
 

@@ -78,7 +78,7 @@ class PocketRecipe:
     @classmethod
     def smoke(cls) -> PocketRecipe:
         return cls(vocab_size=768, hidden_size=64, intermediate_size=128, num_layers=2, questions_per_eval_task=300,
-                   restatements_per_eval_task=150, docs_per_format_task=40, pretrain_steps=60, batch_size=8)
+                   restatements_per_eval_task=150, docs_per_format_task=40, pretrain_steps=150, batch_size=8, lr=3e-3)
 
 
 def _generic_trace(entry: dict[str, Any]) -> str:

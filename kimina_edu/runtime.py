@@ -107,3 +107,51 @@ def run_sync(coro):
 
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         return pool.submit(asyncio.run, coro).result()
+
+
+class PeakMemory:
+    """Peak resident memory (MB) of this process while the ``with`` block runs, sampled every 20 ms
+    from /proc (Linux); on a GPU, the peak CUDA allocation is reported too."""
+
+    def __init__(self, interval: float = 0.02):
+        self.interval, self.peak_mb, self.cuda_peak_mb = interval, 0.0, None
+
+    def _rss_mb(self) -> float:
+        try:
+            with open("/proc/self/statm") as fh:
+                return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+        except (OSError, ValueError):
+            return 0.0
+
+    def __enter__(self) -> "PeakMemory":
+        import threading
+
+        self._stop = threading.Event()
+
+        def sample():
+            while not self._stop.is_set():
+                self.peak_mb = max(self.peak_mb, self._rss_mb())
+                self._stop.wait(self.interval)
+
+        self._thread = threading.Thread(target=sample, daemon=True)
+        self._thread.start()
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                torch.cuda.reset_peak_memory_stats()
+        except ImportError:
+            pass
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak_mb = max(self.peak_mb, self._rss_mb())
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                self.cuda_peak_mb = torch.cuda.max_memory_allocated() / 2**20
+        except ImportError:
+            pass

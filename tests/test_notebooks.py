@@ -53,8 +53,49 @@ def check_07(m):
     assert m["second_turn_format_clean"] == "NONE"
 
 
-CHECKS = {"00": check_00, "01": check_01, "02": check_02, "06": check_06, "07": check_07}
-BUDGET_S = {"00": 60, "01": 60, "02": 60, "06": 60, "07": 90}
+def check_03(m):
+    for key in ("model", "baseline_accuracy", "baseline_format_rate", "sft_accuracy", "sft_format_rate", "n_eval",
+                "sft_seconds", "pocket_build_seconds"):
+        assert key in m
+    assert m["model"] == "pocket" and m["n_eval"] == 40 and m["n_sft"] == 64
+    assert m["sft_format_rate"] > m["baseline_format_rate"], "SFT must raise the format rate"
+    assert m["teacher"].startswith("rule-based")
+
+
+def check_04(m):
+    for key in ("model", "accuracy_before", "accuracy_after", "n_eval", "reward_first", "reward_last",
+                "grpo_seconds", "steps"):
+        assert key in m
+    assert m["steps"] == 6 and m["n_eval"] == 40
+    assert m["logprob_shift_high_adv"] > m["logprob_shift_low_adv"], "updates must favour the high-advantage completion"
+
+
+def check_05(m):
+    assert m["parity_max_abs_diff"] < 1e-6
+    assert set(m["parity"]) == {"grpo", "bnpo", "dapo", "dr_grpo"}
+    for key in ("trl_accuracy_after", "scratch_accuracy_after", "n_eval"):
+        assert 0.0 <= m[key] <= 1.0 if key != "n_eval" else m[key] == 40
+
+
+def check_08(m):
+    assert m["reward_scores"] == [1.0, 1.0, 0.0, 0.0, 0.0, 0.0]
+    assert m["reward_acc"] == [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
+    assert m["dr_grpo_matches_verl"]
+    assert m["second_turn_counts"] == {"added": 6, "valid": 1, "filtered": 1}
+    assert 0.3 < m["second_turn_share"] < 0.7
+    assert "GPU" in m["preflight_message"] and "\n" not in m["preflight_message"]
+
+
+def check_09(m):
+    assert m["pass_at_k"]["8"] >= m["best_at_k"]["8"], "bootstrap best@8 cannot beat pass@8 on the same samples"
+    assert m["turn2_pass"]["pass@1"] >= m["turn1_pass"]["pass@1"]
+    assert m["second_turns"] > 0
+    assert m["published_pass32"] == {"Kimina-Prover-RL-1.7B": 76.63, "Kimina-Prover-RL-0.6B": 71.30}
+
+
+CHECKS = {"00": check_00, "01": check_01, "02": check_02, "03": check_03, "04": check_04, "05": check_05,
+          "06": check_06, "07": check_07, "08": check_08, "09": check_09}
+BUDGET_S = {"00": 60, "01": 60, "02": 60, "03": 90, "04": 120, "05": 120, "06": 60, "07": 90, "08": 120, "09": 60}
 
 
 @pytest.fixture(scope="session")
