@@ -6,7 +6,8 @@ import os
 import tempfile
 import time
 
-from kimina_edu.models import PocketRecipe, load_policy, lora_config
+from kimina_edu.models import load_policy, lora_config
+from kimina_edu.sft import ensure_sft_adapter
 from kimina_edu.tasks import SEEDS, make_entries
 from kimina_edu.trainer import GRPOTrainer, TrainConfig
 from kimina_edu.trl_bridge import REWARD_FUNCS, build_dataset, grpo_config
@@ -18,7 +19,8 @@ def main():
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     entries = make_entries("syllogism", 400, SEEDS["rl"])
     cfg = TrainConfig.cpu_pocket(steps=STEPS, epochs=1, max_new_tokens=64)
-    model, tok = load_policy("pocket", recipe=PocketRecipe(), lora=lora_config(), verbose=False)
+    base, adapter = ensure_sft_adapter("pocket")  # an SFT'd policy, so groups have reward variance and both update
+    model, tok = load_policy(base, adapter=adapter, lora=lora_config(), verbose=False)
     ours = GRPOTrainer(model, tok, cfg, train_entries=entries, output_dir=tempfile.mkdtemp(), progress=False)
     ours.train_step()  # warm-up
     start = time.perf_counter()
@@ -28,7 +30,7 @@ def main():
 
     from trl import GRPOTrainer as TRLTrainer
 
-    model, tok = load_policy("pocket", recipe=PocketRecipe(), lora=lora_config(), verbose=False)
+    model, tok = load_policy(base, adapter=adapter, lora=lora_config(), verbose=False)
     args = grpo_config(cfg, tempfile.mkdtemp(), max_steps=STEPS + 1)
     trl = TRLTrainer(model=model, reward_funcs=REWARD_FUNCS, args=args, train_dataset=build_dataset(entries),
                      processing_class=tok)

@@ -20,7 +20,7 @@ def main() -> int:
     for script in sorted(HERE.glob("bench_*.py")):
         print(f"▶ {script.name}", flush=True)
         proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=HERE.parent)
-        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith('{"benchmark"')]
         if proc.returncode != 0 or not lines:
             failed.append(script.name)
             print(proc.stderr[-2000:])

@@ -244,13 +244,13 @@ def timed(fn, *args, **kwargs):
 class SFTRecipe:
     """The warm-up as the article ran it: ~200 teacher examples, LoRA r=32/alpha=64.
 
-    ``lr`` 3e-3 and 6 epochs suit the pocket model (measured in chapter 3); for SmolLM-135M
-    use ~2e-4 and 3 epochs.
+    ``lr`` 3e-3 and 12 epochs suit the pocket model (measured: 6 epochs gave 59.5% held-out
+    accuracy with a noisy sampler, 12 epochs 79%); for SmolLM-135M use ~2e-4 and 3 epochs.
     """
 
     task: str = "syllogism"
     n_examples: int = 200
-    epochs: int = 6
+    epochs: int = 12
     lr: float = 3e-3
     batch_size: int = 8
     lora_r: int = 32

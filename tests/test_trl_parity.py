@@ -61,10 +61,10 @@ def test_reward_functions_in_trl_signature():
 
 def test_config_mapping_and_version():
     assert check_trl_version().startswith("1.16")
-    cfg = TrainConfig.cpu_pocket(steps=10)
+    cfg = TrainConfig.cpu_pocket(steps=10, epochs=2, loss_type="dr_grpo", scale="none")
     args = grpo_config(cfg, "/tmp/unused")
     assert args.num_generations == cfg.group_size and args.generation_batch_size == 48
-    assert args.max_steps == cfg.steps * cfg.epochs and args.num_iterations == cfg.epochs
+    assert args.max_steps == 20 and args.num_iterations == 2
     assert (args.loss_type, args.scale_rewards, args.beta) == ("dr_grpo", "none", 0.0)
     assert args.epsilon_high == 0.28 and not args.bf16
     with pytest.raises(ValueError, match="buffer"):
