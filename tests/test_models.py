@@ -26,8 +26,10 @@ def test_corpus_never_contains_an_evaluated_answer():
     docs = pocket_corpus(SMOKE)
     task_docs = [d for d in docs if "Does it logically follow" in d or "propositional logic" in d]
     assert len(task_docs) >= SMOKE.questions_per_eval_task  # the questions are there…
-    for doc in task_docs:  # …but never an answer or a verdict
-        assert "<answer>" not in doc and "follows" not in doc and "entail is" not in doc
+    for doc in task_docs:  # …but no assistant turn ever gives an answer or a verdict
+        reply = doc.split("<|im_start|>assistant", 1)[1] if "<|im_start|>assistant" in doc else ""
+        assert "<answer>" not in reply and "follows" not in reply and "entail is" not in reply
+    assert any("<|im_start|>assistant" in d for d in task_docs)  # restatements are there
 
 
 def test_pocket_model_is_cached_and_rebuilt_when_corrupt(capsys):

@@ -18,10 +18,11 @@ def offline(monkeypatch, tmp_path_factory):
     monkeypatch.setenv("KIMINA_EDU_CACHE", str(tmp_path_factory.getbasetemp() / "model-cache"))
 
 
-def digit_reward(text, entry):
-    """A tiny task with a dense reward: the share of characters that are digits."""
-    share = sum(ch.isdigit() for ch in text) / max(len(text), 1)
-    return RewardBreakdown(None, 0.0, share, share)
+def brevity_reward(text, entry):
+    """A tiny task with a dense reward: shorter completions score higher — the policy must learn
+    to emit its end-of-turn token early."""
+    score = 1.0 - min(len(text), 60) / 60
+    return RewardBreakdown(None, 0.0, score, score)
 
 
 def _cfg(**kw):
@@ -32,7 +33,7 @@ def _cfg(**kw):
     return TrainConfig(**base)
 
 
-def _trainer(tmp_path, cfg, reward=digit_reward):
+def _trainer(tmp_path, cfg, reward=brevity_reward):
     model, tok = load_policy("pocket", recipe=SMOKE, verbose=False)
     return GRPOTrainer(model, tok, cfg, train_entries=ENTRIES, output_dir=tmp_path, reward_fn=reward, progress=False)
 
@@ -43,7 +44,7 @@ def test_learning_reward_rises_and_parameters_change(tmp_path):
     log = tr.train()
     first = sum(r["reward_mean"] for r in log[:3]) / 3
     last = sum(r["reward_mean"] for r in log[-3:]) / 3
-    assert last > first + 0.05, f"reward did not rise: {first:.3f} → {last:.3f}"
+    assert last > first + 0.2, f"reward did not rise: {first:.3f} → {last:.3f}"
     changed = sum(not torch.equal(before[n], p) for n, p in tr.model.named_parameters())
     assert changed > 0
     for key in ("clip_frac_low", "clip_frac_high", "approx_kl", "entropy", "frac_zero_std_groups", "truncation_rate",
