@@ -12,7 +12,7 @@ import platform
 import random
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 DEFAULT_PACKAGES = ("torch", "transformers", "trl", "peft", "reasoning-gym")
 
@@ -123,7 +123,7 @@ class PeakMemory:
         except (OSError, ValueError):
             return 0.0
 
-    def __enter__(self) -> "PeakMemory":
+    def __enter__(self) -> Self:
         import threading
 
         self._stop = threading.Event()

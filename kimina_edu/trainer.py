@@ -63,7 +63,7 @@ class TrainConfig:
     RESUMABLE = ("steps", "eval_every", "checkpoint_every", "log_rollouts")
 
     @classmethod
-    def cpu_pocket(cls, **overrides) -> "TrainConfig":
+    def cpu_pocket(cls, **overrides) -> TrainConfig:
         """The CPU preset for the pocket model (chapter 4, `make course`).
 
         Changes from the article, and why: completions are ~45 tokens, so 64 new tokens cover

@@ -34,7 +34,14 @@ import json
 from importlib import metadata
 from typing import Any
 
-from kimina_edu.rewards import SYSTEM_PROMPT, W_CORRECT, W_FORMAT, correctness_reward, extract_answer, format_reward
+from kimina_edu.rewards import (
+    SYSTEM_PROMPT,
+    W_CORRECT,
+    W_FORMAT,
+    correctness_reward,
+    extract_answer,
+    format_reward,
+)
 from kimina_edu.trainer import TrainConfig
 
 TRL_SUPPORTED = ("1.16",)  # the minor versions whose loss code this chapter was checked against

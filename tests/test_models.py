@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 import pytest
 
 from kimina_edu.models import (
@@ -10,6 +12,7 @@ from kimina_edu.models import (
     load_policy,
     lora_config,
     pocket_corpus,
+    pocket_dir,
     tiny_random_llama,
 )
 
@@ -33,13 +36,14 @@ def test_corpus_never_contains_an_evaluated_answer():
 
 
 def test_pocket_model_is_cached_and_rebuilt_when_corrupt(capsys):
-    path = build_pocket_model(SMOKE, progress=False)
-    assert build_pocket_model(SMOKE, progress=False) == path  # cached
+    tiny = replace(SMOKE, pretrain_steps=3, questions_per_eval_task=40, restatements_per_eval_task=20,
+                   docs_per_format_task=5)
+    path = build_pocket_model(tiny, progress=False)
+    assert build_pocket_model(tiny, progress=False) == path  # cached
     (path / "build.json").write_text("{not json")
-    assert build_pocket_model(SMOKE, progress=False) == path
+    assert build_pocket_model(tiny, progress=False) == path
     assert "unreadable" in capsys.readouterr().out
-    other = build_pocket_model(PocketRecipe.smoke().__class__(**{**SMOKE.__dict__, "seed": 5}), progress=False)
-    assert other != path  # another recipe, another folder
+    assert pocket_dir(replace(tiny, seed=5)) != path  # another recipe, another folder
 
 
 def test_load_policy_pocket_generates_and_cuts_at_eos():

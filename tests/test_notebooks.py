@@ -101,7 +101,8 @@ BUDGET_S = {"00": 60, "01": 60, "02": 60, "03": 90, "04": 120, "05": 120, "06": 
 @pytest.fixture(scope="session")
 def smoke_env(tmp_path_factory):
     """Notebooks share one cache so chapter artifacts (pocket model, adapter) are built once."""
-    cache = os.environ.get("KIMINA_EDU_TEST_CACHE") or str(tmp_path_factory.mktemp("cache"))
+    # the same folder the unit tests build the smoke pocket model in: it is built once per session
+    cache = os.environ.get("KIMINA_EDU_TEST_CACHE") or str(tmp_path_factory.getbasetemp() / "model-cache")
     os.environ["KIMINA_EDU_CACHE"] = cache
     os.environ["HF_HUB_OFFLINE"] = "1"  # no test leaves localhost
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
