@@ -228,9 +228,10 @@ class GRPOTrainer:
             adv = group_advantages(rewards, scale=cfg.scale).flatten()
             rows = [Rollout(prompt_ids[i // cfg.group_size], c, [], float(adv[i]), scores[i].total,
                             tok.eos_token_id not in c) for i, c in enumerate(completions)]
-            old_logp, _ = completion_logprobs(self.model, rows, tok.pad_token_id)
-            for r, lp in zip(rows, old_logp):
-                r.old_logp = lp[: len(r.completion_ids)].tolist()
+            if not self.on_policy_update():
+                old_logp, _ = completion_logprobs(self.model, rows, tok.pad_token_id)
+                for r, lp in zip(rows, old_logp):
+                    r.old_logp = lp[: len(r.completion_ids)].tolist()
             buffer.extend(rows)
             rewards_all.append(rewards)
             parts.extend(scores)
@@ -252,6 +253,15 @@ class GRPOTrainer:
             "truncation_rate": sum(truncated) / len(truncated), "gen_tokens_per_s": gen_tokens / max(gen_seconds, 1e-9),
         }
         return buffer, stats
+
+    def on_policy_update(self) -> bool:
+        """True when the learning phase makes exactly one optimizer step over the buffer: the
+        policy that sampled is the policy being updated, so the old log-probs equal the new ones
+        (detached) and their separate forward pass can be skipped — as TRL does in this case."""
+        cfg = self.cfg
+        per_round = cfg.questions_per_batch * cfg.group_size
+        collected = max(1, math.ceil(cfg.buffer_size / per_round)) * per_round
+        return cfg.epochs == 1 and math.ceil(collected / cfg.minibatch_size) <= cfg.grad_accum
 
     # ---- learning phase
     def learn(self, buffer: list[Rollout]) -> dict[str, float]:
@@ -290,12 +300,15 @@ class GRPOTrainer:
     def _minibatch_backward(self, mb: list[Rollout], scale: float) -> dict[str, float]:
         cfg = self.cfg
         logp, mask, entropy = completion_logprobs(self.model, mb, self.tok.pad_token_id, with_entropy=True)
-        _, _, _, old = pad_batch(mb, self.tok.pad_token_id)
+        if self.on_policy_update():  # the weights have not moved since sampling: old = new, exactly
+            old = logp.detach()
+        else:
+            old = pad_batch(mb, self.tok.pad_token_id)[3].to(logp.device)
         adv = torch.tensor([r.advantage for r in mb], device=logp.device)
         ref_logp = None
         if cfg.beta > 0:
             ref_logp = self._reference_logprobs(mb)
-        loss, stats = policy_loss(logp, old.to(logp.device), adv, mask, loss_type=cfg.loss_type, eps_low=cfg.eps_low,
+        loss, stats = policy_loss(logp, old, adv, mask, loss_type=cfg.loss_type, eps_low=cfg.eps_low,
                                   eps_high=cfg.eps_high, max_len=cfg.max_new_tokens, ref_logp=ref_logp, beta=cfg.beta)
         (loss * scale).backward()
         stats["loss"] = loss.item()
