@@ -47,9 +47,10 @@ def plot_curves(logs: list[dict], keys: Iterable[str], ax=None, label_prefix: st
     steps = [row["step"] for row in logs]
     for key in keys:
         values = np.array([row.get(key, np.nan) for row in logs], dtype=float)
-        if window > 1 and len(values) >= window:
-            kernel = np.ones(window) / window
-            values = np.convolve(values, kernel, mode="same")
+        if window > 1:  # centred moving average; the window shrinks at the edges instead of padding with 0
+            import pandas as pd
+
+            values = pd.Series(values).rolling(window, min_periods=1, center=True).mean().to_numpy()
         ax.plot(steps, values, label=f"{label_prefix}{key}")
     ax.set_xlabel("step")
     ax.legend(fontsize=8)
