@@ -56,13 +56,3 @@ def plot_curves(logs: list[dict], keys: Iterable[str], ax=None, label_prefix: st
     ax.legend(fontsize=8)
     return ax
 
-
-def plot_bar(labels: list[str], values: list[float], ax=None, title: str = "", horizontal: bool = True):
-    ax = _ax(ax, figsize=(6, max(2.5, 0.3 * len(labels))))
-    if horizontal:
-        ax.barh(labels, values)
-        ax.invert_yaxis()
-    else:
-        ax.bar(labels, values)
-    ax.set_title(title)
-    return ax

@@ -20,7 +20,6 @@ import json
 import os
 import random
 import re
-import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -53,7 +52,6 @@ class TeacherReport:
     teacher: str
     kept: int = 0
     dropped: Counter = field(default_factory=Counter)
-    cached: int = 0
 
 
 class OpenAITeacher:
@@ -230,11 +228,6 @@ def evaluate_policy(model, tok, entries: list[dict[str, Any]], *, max_new_tokens
     return {"accuracy": correct / n, "format_rate": fmt / n, "mean_length": n_tokens / n, "n": len(entries),
             "samples": samples}
 
-
-def timed(fn, *args, **kwargs):
-    start = time.perf_counter()
-    out = fn(*args, **kwargs)
-    return out, time.perf_counter() - start
 
 
 # ---------------------------------------------------------------- the cached warm-up

@@ -137,10 +137,6 @@ class VLLMBackend:
         return prompt_ids, completions
 
 
-def default_backend(model) -> TransformersBackend:
-    return TransformersBackend()
-
-
 # ------------------------------------------------------------------ log-probs
 
 
@@ -197,7 +193,7 @@ class GRPOTrainer:
         self.train_entries = train_entries if train_entries is not None else _task_entries(cfg.task, 5000, cfg.seed + 1)
         self.eval_entries = eval_entries or []
         self.reward_fn, self.progress = reward_fn, progress
-        self.backend = backend or default_backend(model)
+        self.backend = backend or TransformersBackend()
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.step = 0

@@ -30,8 +30,6 @@ from typing import Any
 
 from kimina_edu.runtime import run_sync
 
-STATUSES = ("valid", "sorry", "lean_error", "repl_error", "timeout_error", "server_error")
-
 
 @dataclass
 class Verdict:
