@@ -282,6 +282,14 @@ def lora_config(
                       task_type="CAUSAL_LM", bias="none")
 
 
+def base_model_path(model_id: str = "auto", pocket: PocketRecipe | None = None, *, verbose: bool = False) -> str:
+    """A loadable folder or hub id for ``model_id``; builds the pocket model if that is the choice."""
+    chosen, why = choose_model(model_id)
+    if verbose:
+        print(f"model: {chosen} — {why}")
+    return str(build_pocket_model(pocket, progress=verbose)) if chosen == "pocket" else chosen
+
+
 def load_policy(
     model_id: str = "auto",
     *,
@@ -305,16 +313,13 @@ def load_policy(
     from kimina_edu.runtime import resolve_device
 
     device = resolve_device(device)
-    chosen, why = choose_model(model_id)
-    if verbose:
-        print(f"model: {chosen} — {why}")
-    path = str(build_pocket_model(recipe, progress=verbose)) if chosen == "pocket" else chosen
+    path = base_model_path(model_id, recipe, verbose=verbose)
     dtype = dtype or (torch.bfloat16 if device == "cuda" else torch.float32)
     try:
         tok = AutoTokenizer.from_pretrained(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     except OSError as exc:
-        raise ModelUnavailableError(f"cannot load {chosen!r}: {str(exc).splitlines()[0]}") from None
+        raise ModelUnavailableError(f"cannot load {path!r}: {str(exc).splitlines()[0]}") from None
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     tok.padding_side = "left"

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kimina_edu.models import PocketRecipe, build_pocket_model, choose_model
+from kimina_edu.models import PocketRecipe, base_model_path
 from kimina_edu.rewards import SYSTEM_PROMPT, correctness_reward, extract_answer, format_reward
 from kimina_edu.runtime import cache_dir, recipe_hash, run_sync
 from kimina_edu.tasks import SEEDS, make_entries, oracle_answer, teacher_trace
@@ -254,12 +254,6 @@ class SFTRecipe:
     @classmethod
     def smoke(cls) -> SFTRecipe:
         return cls(n_examples=64, epochs=2)
-
-
-def base_model_path(model_id: str, pocket: PocketRecipe | None = None) -> str:
-    """A loadable path or hub id for ``model_id``; builds the pocket model if that is the choice."""
-    chosen, _ = choose_model(model_id)
-    return str(build_pocket_model(pocket)) if chosen == "pocket" else chosen
 
 
 def sft_adapter_dir(base: str, recipe: SFTRecipe) -> Path:

@@ -1,28 +1,7 @@
 """Chapter 5 — the chapter-4 run through TRL's ``GRPOTrainer`` (TRL 1.16).
 
-Field by field, our :class:`~kimina_edu.trainer.TrainConfig` → TRL's ``GRPOConfig``:
-
-=======================  ===============================  =============================================
-ours (TrainConfig)       TRL (GRPOConfig)                 note
-=======================  ===============================  =============================================
-group_size               num_generations                  completions per prompt (G)
-questions_per_batch·G    generation_batch_size            completions generated per round
-minibatch_size           per_device_train_batch_size      TRL counts completions, not prompts
-grad_accum               gradient_accumulation_steps
-epochs                   num_iterations                   passes over each generation round
-steps                    max_steps = steps · epochs       TRL counts optimizer steps
-max_new_tokens           max_completion_length            also Dr.GRPO's constant L
-temperature, top_p       temperature, top_p
-lr, weight_decay         learning_rate, weight_decay
-max_grad_norm            max_grad_norm
-loss_type                loss_type                        TRL's default is "dapo"
-scale                    scale_rewards                    TRL's default "group"; Dr.GRPO needs "none"
-eps_low, eps_high        epsilon, epsilon_high
-beta                     beta                             TRL's default 0.0 (no reference model)
-mask_truncated           mask_truncated_completions
-seed                     seed
-buffer_size              — (TRL generates generation_batch_size per round)
-=======================  ===============================  =============================================
+Field by field, our :class:`~kimina_edu.trainer.TrainConfig` → TRL's ``GRPOConfig``: see
+:data:`CONFIG_MAP` (rendered as a table in notebook 05) and :func:`grpo_config`.
 
 CPU: TRL inherits ``bf16=True``, which transformers rejects without a bf16 GPU; we set
 ``use_cpu=True, bf16=False`` on a CPU.

@@ -41,7 +41,7 @@ def passing_response(problem: dict[str, Any], *, repeats: int = 0, extra_tactic_
 def failing_examples(problem: dict[str, Any]) -> list[dict[str, Any]]:
     """For each check: a minimal failing edit and (where it makes sense) a near miss that passes."""
     ok = passing_response(problem)
-    _, statement, proof = _parts(problem)
+    block_one, statement, proof = _parts(problem)
     lean_block = "```lean4\n" + statement + "\n" + "\n".join(proof) + "\n```"
     think_part = ok[: ok.index("```lean4")]
     broken_statement = statement.replace(":= by", "∧ True := by", 1)
@@ -59,7 +59,7 @@ def failing_examples(problem: dict[str, Any]) -> list[dict[str, Any]]:
          FormatError.INSUFFICIENT_TACTICS_BLOCKS),
         ("tactics block too long", passing_response(problem, extra_tactic_lines=8), FormatError.TACTIC_CODE_TOO_MANY_LINES),
         ("unclosed tactics fence", ok.replace("</think>", "```tactics\n</think>", 1), FormatError.TACTIC_BLOCK_FORMATTING_ERROR),
-        ("tactics skip the header", ok.replace(_parts(problem)[0], "-- (header omitted)\n" + proof[0].strip(), 1),
+        ("tactics skip the header", ok.replace(block_one, "-- (header omitted)\n" + proof[0].strip(), 1),
          FormatError.TACTICS_LEAN4_NOT_MATCH),
         ("statement changed", think_part + lean_block.replace(statement, broken_statement), FormatError.LEAN4_CODE_NOT_START_WITH_STATEMENT),
         ("axiom added", think_part + lean_block.replace("```lean4\n", "```lean4\naxiom cheat : False\n", 1),
