@@ -7,6 +7,8 @@
 Each notebook gets its own folder with the executed notebook, an HTML export, its figures
 and its ``metrics.json``. A failing notebook does not stop the others; it is marked FAIL in
 the summary, its executed copy (with the traceback) is kept, and the exit code is 1.
+A full run (not SMOKE) on the pocket model also checks the course's learning goals
+(:data:`LEARNING_GOALS`) on what each notebook measured; a missed goal is listed and exits 1.
 The test suite (tests/test_notebooks.py) calls :func:`run_notebook` too: one harness.
 """
 
@@ -117,6 +119,24 @@ def run_notebook(
     return NotebookResult(path.stem, not error, seconds, output_dir, metrics, error.strip())
 
 
+# What a full offline run must show, judged on each notebook's metrics.json. Only for the pocket
+# model (the figures were measured on it) and never in SMOKE mode (tiny sizes learn little).
+LEARNING_GOALS: dict[str, list[tuple[str, Any]]] = {
+    "03": [("SFT accuracy ≥ 65%", lambda m: m["sft_accuracy"] >= 0.65),
+           ("SFT format rate ≥ 90%", lambda m: m["sft_format_rate"] >= 0.90)],
+    "04": [("GRPO accuracy ≥ SFT accuracy + 5 points", lambda m: m["accuracy_after"] >= m["accuracy_before"] + 0.05),
+           ("GRPO within 10 minutes", lambda m: m["grpo_seconds"] <= 600)],
+}
+
+
+def missed_goals(name: str, metrics: dict[str, Any]) -> list[str]:
+    """The learning goals notebook ``name`` missed (none for SMOKE runs or non-pocket models)."""
+    if metrics.get("smoke", True) or metrics.get("model") != "pocket":
+        return []
+    goals = LEARNING_GOALS.get(name[:2], [])
+    return [f"{name}: missed goal: {text}" for text, met in goals if not met(metrics)]
+
+
 def _headline(metrics: dict[str, Any]) -> str:
     head = metrics.get("headline", {})
     parts = []
@@ -165,10 +185,11 @@ def main(argv: list[str] | None = None) -> int:
         if not result.ok:
             print("  " + result.error.replace("\n", "\n  ")[-3000:])
         results.append(result)
-    table = summary_table(results)
+    missed = [line for r in results if r.ok for line in missed_goals(r.name, r.metrics)]
+    table = summary_table(results) + "".join(f"\n{line}" for line in missed)
     (run_dir / "summary.txt").write_text(table + "\n")
     print("\n" + table)
-    return 0 if all(r.ok for r in results) else 1
+    return 0 if all(r.ok for r in results) and not missed else 1
 
 
 if __name__ == "__main__":

@@ -370,7 +370,7 @@ def chat_prompt(tok, question: str, system: str = SYSTEM_PROMPT) -> str:
 
 
 def generate(model, tok, prompts: list[str], *, max_new_tokens: int, temperature: float = 0.0,
-             top_p: float = 1.0, num_return_sequences: int = 1, seed: int | None = None):
+             top_p: float = 1.0, min_p: float = 0.0, num_return_sequences: int = 1, seed: int | None = None):
     """One batched, KV-cached ``generate`` call over many prompts.
 
     Returns ``(prompt_ids, completion_ids)``: per-sequence token lists (padding removed),
@@ -387,6 +387,8 @@ def generate(model, tok, prompts: list[str], *, max_new_tokens: int, temperature
                   "pad_token_id": tok.pad_token_id, "eos_token_id": tok.eos_token_id}
     if sample:
         kwargs.update(temperature=temperature, top_p=top_p, top_k=0)
+        if min_p > 0:
+            kwargs["min_p"] = min_p
     with torch.no_grad():
         out = model.generate(**enc, **kwargs)
     width = enc["input_ids"].shape[1]

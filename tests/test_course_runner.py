@@ -33,3 +33,14 @@ def test_failure_is_reported_and_the_rest_still_runs(tmp_path, monkeypatch, caps
     assert any(o.get("ename") == "RuntimeError" for c in kept.cells for o in c.get("outputs", []))
     assert json.loads((latest / "02_works" / "metrics.json").read_text())["smoke"] is True
     assert (latest / "02_works" / "02_works.html").exists() and (latest / "summary.txt").exists()
+
+
+def test_learning_goals_are_judged_on_full_pocket_runs_only():
+    full = {"smoke": False, "model": "pocket", "accuracy_before": 0.71, "grpo_seconds": 400.0}
+    assert course.missed_goals("04_grpo_from_scratch", {**full, "accuracy_after": 0.77}) == []
+    missed = course.missed_goals("04_grpo_from_scratch", {**full, "accuracy_after": 0.74, "grpo_seconds": 700.0})
+    assert len(missed) == 2 and "+ 5 points" in missed[0] and "10 minutes" in missed[1]
+    assert course.missed_goals("04_grpo_from_scratch", {**full, "accuracy_after": 0.5, "smoke": True}) == []
+    assert course.missed_goals("04_grpo_from_scratch", {**full, "accuracy_after": 0.5, "model": "hub-id"}) == []
+    assert course.missed_goals("03_sft_warmup", {"smoke": False, "model": "pocket", "sft_accuracy": 0.6,
+                                                 "sft_format_rate": 1.0}) == ["03_sft_warmup: missed goal: SFT accuracy ≥ 65%"]
