@@ -68,6 +68,8 @@ def check_04(m):
         assert key in m
     assert m["steps"] == 6 and m["n_eval"] == 40
     assert m["logprob_shift_high_adv"] > m["logprob_shift_low_adv"], "updates must favour the high-advantage completion"
+    assert "greedy" in m["sampler_accuracy"] and len(m["sampler_accuracy"]) == 3
+    assert all(0.0 <= v <= 1.0 for v in m["sampler_accuracy"].values())
 
 
 def check_05(m):

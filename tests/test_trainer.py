@@ -111,3 +111,25 @@ def test_logprobs_of_padded_batch_match_one_by_one():
     assert mask.sum().item() == 6
     ids, attn, _, _ = pad_batch(rows, tok.pad_token_id)
     assert ids.shape == (2, 5) and attn.sum().item() == 10
+
+
+def test_default_questions_use_the_course_task_settings(tmp_path):
+    # regression: the default set once ignored TASK_CONFIGS (reasoning-gym's 70%-"Yes" syllogisms)
+    model, tok = load_policy("pocket", recipe=SMOKE, verbose=False)
+    tr = GRPOTrainer(model, tok, _cfg(), output_dir=tmp_path, progress=False)
+    yes = sum(e["answer"] == "Yes" for e in tr.train_entries[:1000]) / 1000
+    assert 0.45 < yes < 0.55, f"{yes:.0%} 'Yes' — the course uses invalid_ratio=0.5"
+    assert tr.train_entries[0] == make_entries("syllogism", 1, SEEDS["rl"])[0]
+
+
+def test_min_p_near_one_samples_the_greedy_completion():
+    from kimina_edu.models import chat_prompt, generate
+
+    model, tok = load_policy("pocket", recipe=SMOKE, verbose=False)
+    prompts = [chat_prompt(tok, e["question"]) for e in ENTRIES[:2]]
+    _, greedy = generate(model, tok, prompts, max_new_tokens=10)
+    _, sampled = generate(model, tok, prompts, max_new_tokens=10, temperature=1.0, min_p=0.999,
+                          num_return_sequences=3, seed=0)
+    assert sampled == [greedy[0]] * 3 + [greedy[1]] * 3
+    _, free = generate(model, tok, prompts, max_new_tokens=10, temperature=1.0, num_return_sequences=3, seed=0)
+    assert free != sampled, "without min_p the untrained model's samples should differ from greedy"
