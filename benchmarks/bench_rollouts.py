@@ -1,5 +1,7 @@
-"""Rollout generation: one batched generate call for B=8 questions × G=6 vs the article's loop of
-one generate(num_return_sequences=G) per question (goal: batched ≥ 3×); and training tokens/s."""
+"""Rollout generation as chapter 4 runs it (the SFT'd policy with a fresh LoRA, its sampler, 64 new
+tokens): one batched call for B=8 questions × G=6 (``TransformersBackend``, as the trainer runs it) vs the article's
+loop of one transformers ``model.generate(num_return_sequences=G)`` per question (goal: batched
+≥ 3×); and training tokens/s."""
 
 import json
 import os
@@ -7,26 +9,41 @@ import time
 
 import torch
 
-from kimina_edu.models import PocketRecipe, chat_prompt, generate, load_policy, lora_config
+from kimina_edu.models import chat_prompt, generate, load_policy, lora_config
+from kimina_edu.sft import ensure_sft_adapter
 from kimina_edu.tasks import SEEDS, make_entries
-from kimina_edu.trainer import GRPOTrainer, TrainConfig
+from kimina_edu.trainer import GRPOTrainer, TrainConfig, TransformersBackend
 
-B, G, NEW = 8, 6, 96
+B, G = 8, 6
+CFG = TrainConfig.cpu_pocket(steps=1)
+SAMPLING = {"temperature": CFG.temperature, "top_p": CFG.top_p, "min_p": CFG.min_p}
 
 
 def main():
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    model, tok = load_policy("pocket", recipe=PocketRecipe(), lora=lora_config(), verbose=False)
+    base, adapter = ensure_sft_adapter("pocket")
+    model, tok = load_policy(base, adapter=adapter, lora=lora_config(), verbose=False)
+    model.eval()  # as GRPOTrainer.collect_experience does: no LoRA dropout while sampling
     entries = make_entries("syllogism", B, SEEDS["rl"])
     prompts = [chat_prompt(tok, e["question"]) for e in entries]
     generate(model, tok, prompts[:2], max_new_tokens=8)  # warm-up
 
-    def batched():
-        return generate(model, tok, prompts, max_new_tokens=NEW, temperature=0.7, top_p=0.95, num_return_sequences=G)[1]
+    backend = TransformersBackend()
 
-    def per_question():
-        return [c for p in prompts for c in generate(model, tok, [p], max_new_tokens=NEW, temperature=0.7, top_p=0.95,
-                                                      num_return_sequences=G)[1]]
+    def batched():  # what GRPOTrainer runs: the backend, merged-LoRA copy included
+        return backend.generate(model, tok, prompts, CFG)[1]
+
+    def per_question():  # the article's loop: transformers' generate, one question at a time
+        completions = []
+        for p in prompts:
+            enc = tok(p, return_tensors="pt", add_special_tokens=False)
+            with torch.no_grad():
+                out = model.generate(**enc, do_sample=True, top_k=0, max_new_tokens=CFG.max_new_tokens,
+                                     num_return_sequences=G, pad_token_id=tok.pad_token_id,
+                                     eos_token_id=tok.eos_token_id, **SAMPLING)
+            for row in out[:, enc["input_ids"].shape[1]:].tolist():
+                completions.append(row[: row.index(tok.eos_token_id) + 1] if tok.eos_token_id in row else row)
+        return completions
 
     rates = {}
     for name, fn in (("batched", batched), ("per_question", per_question)):
@@ -34,8 +51,7 @@ def main():
         start = time.perf_counter()
         tokens = sum(len(c) for _ in range(3) for c in fn())
         rates[name] = tokens / (time.perf_counter() - start)
-    cfg = TrainConfig.cpu_pocket(steps=1, max_new_tokens=NEW)
-    trainer = GRPOTrainer(model, tok, cfg, train_entries=make_entries("syllogism", 64, SEEDS["rl"]),
+    trainer = GRPOTrainer(model, tok, CFG, train_entries=make_entries("syllogism", 64, SEEDS["rl"]),
                           output_dir="runs/bench_rollouts", progress=False)
     buffer, _ = trainer.collect_experience()
     for r in buffer:  # make every rollout count for the timing

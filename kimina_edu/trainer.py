@@ -11,6 +11,7 @@ chapter 1's :mod:`kimina_edu.rewards`. This file only wires them to a model.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import random
@@ -98,14 +99,23 @@ class Rollout:
 
 
 class TransformersBackend:
-    """Batched, KV-cached ``model.generate``: all B·G samples in one call."""
+    """Batched, KV-cached ``model.generate``: all B·G samples in one call.
+
+    A LoRA policy samples from a merged copy (``W + B·A·scale`` in one matrix per layer), made
+    fresh each round — the same idea as pushing weights into vLLM: each decoding step then runs
+    one matmul per layer instead of three. The trained model is not touched. Measured on the
+    pocket model (``benchmarks/bench_rollouts.py``): 3.3–3.5× the article's per-question loop,
+    against 2.7–2.9× when sampling through the unmerged adapter.
+    """
 
     name = "transformers"
 
     def generate(self, model, tok, prompts: list[str], cfg: TrainConfig):
         from kimina_edu.models import generate
 
-        return generate(model, tok, prompts, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
+        sampler = copy.deepcopy(model).merge_and_unload() if hasattr(model, "peft_config") else model
+        sampler.eval()
+        return generate(sampler, tok, prompts, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
                         top_p=cfg.top_p, min_p=cfg.min_p, num_return_sequences=cfg.group_size)
 
 
