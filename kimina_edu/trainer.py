@@ -105,7 +105,7 @@ class TransformersBackend:
     fresh each round — the same idea as pushing weights into vLLM: each decoding step then runs
     one matmul per layer instead of three. The trained model is not touched. Measured on the
     pocket model (``benchmarks/bench_rollouts.py``): 3.3–3.5× the article's per-question loop,
-    against 2.7–2.9× when sampling through the unmerged adapter.
+    against 2.5–2.9× when sampling through the unmerged adapter.
     """
 
     name = "transformers"
