@@ -1,7 +1,7 @@
 """Rollout generation as chapter 4 runs it (the SFT'd policy with a fresh LoRA, its sampler, 64 new
-tokens): one batched call for B=8 questions × G=6 (``TransformersBackend``, as the trainer runs it) vs the article's
-loop of one transformers ``model.generate(num_return_sequences=G)`` per question (goal: batched
-≥ 3×); and training tokens/s."""
+tokens): one batched call for B=8 questions × G=6 through ``TransformersBackend``, as the trainer
+runs it, vs the article's loop of one transformers ``model.generate(num_return_sequences=G)`` per
+question (goal: batched ≥ 3×); and training tokens/s."""
 
 import json
 import os

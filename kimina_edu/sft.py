@@ -229,7 +229,6 @@ def evaluate_policy(model, tok, entries: list[dict[str, Any]], *, max_new_tokens
             "samples": samples}
 
 
-
 # ---------------------------------------------------------------- the cached warm-up
 
 
@@ -238,10 +237,10 @@ class SFTRecipe:
     """The warm-up as the article ran it: ~200 teacher examples, LoRA r=32/alpha=64.
 
     ``lr`` 3e-3 and 8 epochs suit the pocket model (held-out greedy accuracy, measured: 6 epochs
-    67.8%, 8 epochs 71.0%, 12 epochs 84.3%). 8, not 12, on purpose: like the article's warm-up
-    (46% before GRPO) it leaves the policy under-trained, so chapter 4's RL has something to
-    learn — from the 84% start GRPO moved held-out accuracy by less than the noise (README,
-    "Chapter 4"). For SmolLM-135M use ~2e-4 and 3 epochs.
+    67.8%, 8 epochs 70.0–71.0% depending on the thread count, 12 epochs 84.3%). 8, not 12, on
+    purpose: like the article's warm-up (46% before GRPO) it leaves the policy under-trained, so
+    chapter 4's RL has something to learn — from the 84% start GRPO moved held-out accuracy by
+    less than the noise (README, "Chapter 4"). For SmolLM-135M use ~2e-4 and 3 epochs.
     """
 
     task: str = "syllogism"
