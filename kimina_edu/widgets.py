@@ -31,13 +31,21 @@ def reward_playground(entry: dict[str, Any]):
 
 
 def clip_explorer(advantage: float = 1.0, eps_low: float = 0.2, eps_high: float = 0.2, ratio: float = 1.1):
-    """Sliders for ratio, advantage and the two epsilons over the clipped-surrogate plot."""
+    """Sliders for ratio, advantage and the two epsilons over the clipped-surrogate plot.
+
+    The plot is drawn to PNG bytes shown by an ``Image`` widget, not into an ``Output`` widget: while a
+    cell that fills an ``Output`` widget runs headless, nbclient answers the widget on the kernel's shell
+    socket, and on this machine that twice left papermill waiting out the full cell timeout (600 s) for an
+    execute-reply that had already arrived. An ``Image`` needs no answer from the client.
+    """
+    import io
+
     import ipywidgets as w
     import matplotlib.pyplot as plt
 
     from kimina_edu.plots import plot_clipped_surrogate
 
-    out = w.Output()
+    image = w.Image(format="png")
     sliders = {
         "advantage": w.FloatSlider(value=advantage, min=-2, max=2, step=0.1, description="A"),
         "eps_low": w.FloatSlider(value=eps_low, min=0.0, max=0.5, step=0.01, description="ε low"),
@@ -46,16 +54,17 @@ def clip_explorer(advantage: float = 1.0, eps_low: float = 0.2, eps_high: float 
     }
 
     def redraw(_=None):
-        with out:
-            out.clear_output(wait=True)
-            _fig, ax = plt.subplots(figsize=(6, 3.5))
-            plot_clipped_surrogate(**{k: s.value for k, s in sliders.items()}, ax=ax)
-            plt.show()
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        plot_clipped_surrogate(**{k: s.value for k, s in sliders.items()}, ax=ax)
+        png = io.BytesIO()
+        fig.savefig(png, format="png", dpi=80, bbox_inches="tight")
+        plt.close(fig)  # closed, so the inline backend does not print it a second time under the cell
+        image.value = png.getvalue()
 
     for s in sliders.values():
         s.observe(redraw, names="value")
     redraw()
-    return w.VBox([w.HBox(list(sliders.values())[:2]), w.HBox(list(sliders.values())[2:]), out])
+    return w.VBox([w.HBox(list(sliders.values())[:2]), w.HBox(list(sliders.values())[2:]), image])
 
 
 def rollout_browser(rows: list[dict[str, Any]]):

@@ -49,3 +49,15 @@ def test_environment_yml_matches_pyproject():
     for req in wanted:  # same pins, spelled the same
         assert req in pip_section, f"environment.yml must list {req!r} exactly as pyproject.toml does"
     assert any(str(d).startswith("python=3.11") for d in env["dependencies"])
+
+
+def test_no_output_widgets_anywhere():
+    """ipywidgets' ``Output`` (and ``interact``, which draws into one) make nbclient answer the kernel on its
+    shell socket mid-cell; headless, that can leave the cell waiting out its whole timeout (nbclient issue
+    #312; seen twice here, 610 s for a 10 s notebook). Playgrounds render into HTML or Image widgets."""
+    sources = {p.name: p.read_text() for p in (REPO / "kimina_edu").rglob("*.py")}
+    sources.update({p.name: "\n".join(c.source for c in nbformat.read(p, as_version=4).cells if c.cell_type == "code")
+                    for p in NOTEBOOKS})
+    pattern = re.compile(r"\b(Output\(|interact(_manual)?\b)")
+    offenders = [name for name, text in sources.items() if pattern.search(text)]
+    assert not offenders, f"Output widget or interact in {offenders}"
