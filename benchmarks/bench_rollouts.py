@@ -33,17 +33,9 @@ def main():
     def batched():  # what GRPOTrainer runs: the backend, merged-LoRA copy included
         return backend.generate(model, tok, prompts, CFG)[1]
 
-    def per_question():  # the article's loop: transformers' generate, one question at a time
-        completions = []
-        for p in prompts:
-            enc = tok(p, return_tensors="pt", add_special_tokens=False)
-            with torch.no_grad():
-                out = model.generate(**enc, do_sample=True, top_k=0, max_new_tokens=CFG.max_new_tokens,
-                                     num_return_sequences=G, pad_token_id=tok.pad_token_id,
-                                     eos_token_id=tok.eos_token_id, **SAMPLING)
-            for row in out[:, enc["input_ids"].shape[1]:].tolist():
-                completions.append(row[: row.index(tok.eos_token_id) + 1] if tok.eos_token_id in row else row)
-        return completions
+    def per_question():  # the article's loop: one generate(num_return_sequences=G) per question, LoRA unmerged
+        return [c for p in prompts for c in generate(model, tok, [p], max_new_tokens=CFG.max_new_tokens,
+                                                      num_return_sequences=G, **SAMPLING)[1]]
 
     rates = {}
     for name, fn in (("batched", batched), ("per_question", per_question)):

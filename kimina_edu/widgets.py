@@ -33,10 +33,8 @@ def reward_playground(entry: dict[str, Any]):
 def clip_explorer(advantage: float = 1.0, eps_low: float = 0.2, eps_high: float = 0.2, ratio: float = 1.1):
     """Sliders for ratio, advantage and the two epsilons over the clipped-surrogate plot.
 
-    The plot is drawn to PNG bytes shown by an ``Image`` widget, not into an ``Output`` widget: while a
-    cell that fills an ``Output`` widget runs headless, nbclient answers the widget on the kernel's shell
-    socket, and on this machine that twice left papermill waiting out the full cell timeout (600 s) for an
-    execute-reply that had already arrived. An ``Image`` needs no answer from the client.
+    Drawn as PNG bytes into an ``Image`` widget, never an ``Output`` widget, which can stall a
+    headless run for the whole cell timeout (see ``tests/test_conventions.py``).
     """
     import io
 
