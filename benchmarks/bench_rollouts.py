@@ -15,6 +15,7 @@ from kimina_edu.tasks import SEEDS, make_entries
 from kimina_edu.trainer import GRPOTrainer, TrainConfig, TransformersBackend
 
 B, G = 8, 6
+ROUNDS = 5  # generation calls timed per method
 CFG = TrainConfig.cpu_pocket(steps=1)
 SAMPLING = {"temperature": CFG.temperature, "top_p": CFG.top_p, "min_p": CFG.min_p}
 
@@ -37,12 +38,16 @@ def main():
         return [c for p in prompts for c in generate(model, tok, [p], max_new_tokens=CFG.max_new_tokens,
                                                       num_return_sequences=G, **SAMPLING)[1]]
 
-    rates = {}
-    for name, fn in (("batched", batched), ("per_question", per_question)):
-        torch.manual_seed(0)
-        start = time.perf_counter()
-        tokens = sum(len(c) for _ in range(3) for c in fn())
-        rates[name] = tokens / (time.perf_counter() - start)
+    # rounds alternate between the two, so a machine that speeds up or slows down mid-run
+    # (this 2-core box does, by 10-15% between runs) weighs on both alike
+    tokens, seconds = {"batched": 0, "per_question": 0}, {"batched": 0.0, "per_question": 0.0}
+    torch.manual_seed(0)
+    for _ in range(ROUNDS):
+        for name, fn in (("batched", batched), ("per_question", per_question)):
+            start = time.perf_counter()
+            tokens[name] += sum(len(c) for c in fn())
+            seconds[name] += time.perf_counter() - start
+    rates = {name: tokens[name] / seconds[name] for name in tokens}
     trainer = GRPOTrainer(model, tok, CFG, train_entries=make_entries("syllogism", 64, SEEDS["rl"]),
                           output_dir="runs/bench_rollouts", progress=False)
     buffer, _ = trainer.collect_experience()
