@@ -104,7 +104,7 @@ class TransformersBackend:
     A LoRA policy samples from a merged copy (``W + B·A·scale`` in one matrix per layer), made
     fresh each round — the same idea as pushing weights into vLLM: each decoding step then runs
     one matmul per layer instead of three. The trained model is not touched. Measured on the
-    pocket model (``benchmarks/bench_rollouts.py``): 3.0–3.3× the article's per-question loop
+    pocket model (``benchmarks/bench_rollouts.py``): about 3.0–3.3× the article's per-question loop
     (3.3–3.5× timed in sequence, against 2.5–2.9× in sequence through the unmerged adapter).
     """
 
