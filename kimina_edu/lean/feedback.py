@@ -22,14 +22,18 @@ from typing import Any, Literal
 
 VALID_FEEDBACK = "valid proof found."
 FILTERED_FEEDBACK = "filtered proof."
-LineScheme = Literal["relative", "absolute"]
+LineScheme = Literal["relative", "absolute", "recipe"]
+LINE_SCHEMES = ("relative", "absolute", "recipe")
 
 
 def header_line_count(code: str) -> int:
-    """Leading lines that are blank or ``import …`` — what the server splits off as the header."""
+    """Leading lines the server splits off as the header: on ``str.splitlines()``, every line
+    whose ``strip()`` is empty or starts with ``"import "`` (``split_snippet`` in the server's
+    ``split.py``)."""
     count = 0
-    for line in code.split("\n"):
-        if line.strip() == "" or line.startswith("import "):
+    for line in code.splitlines():
+        stripped = line.strip()
+        if stripped == "" or stripped.startswith("import "):
             count += 1
         else:
             break
@@ -37,53 +41,99 @@ def header_line_count(code: str) -> int:
 
 
 def absolute_line(code: str, reported_line: int, line_scheme: LineScheme = "relative") -> int:
-    """The 1-based line of ``code`` a server message points at."""
+    """The 1-based line of ``code`` (numbered as ``code.splitlines()``) a server message points at."""
     if line_scheme == "absolute":
         return reported_line
     if line_scheme == "relative":
         return reported_line + header_line_count(code)
-    raise ValueError(f"line_scheme must be 'relative' (server 2.0.0) or 'absolute' (after PR #56); got {line_scheme!r}")
+    raise ValueError(f"line_scheme must be 'relative' (server 2.0.0, kimina-ast-server) or 'absolute' "
+                     f"(kimina-lean-server after PR #56); got {line_scheme!r}")
+
+
+def _window(lines: list[str], index: int) -> str:
+    """The recipe's window: 0-based ``index`` ± 2, numbered 1-based, ``count_heartbeats in`` dropped."""
+    out = []
+    for ln in range(max(0, index - 2), min(len(lines), index + 3)):
+        out.append(f"{ln + 1:03d}{' >' if ln == index else '  '}| {lines[ln].replace('count_heartbeats in', '')}")
+    return "\n".join(out)
 
 
 def code_window(code: str, line: int, radius: int = 2) -> str:
-    """Lines ``line-radius … line+radius`` of ``code``, numbered, the error line marked ``>``."""
-    lines = code.split("\n")
-    out = []
-    for n in range(max(1, line - radius), min(len(lines), line + radius) + 1):
-        out.append(f"{n:03d}{' >' if n == line else '  '}| {lines[n - 1]}")
-    return "\n".join(out)
+    """Lines ``line-2 … line+2`` of ``code``, numbered, the error line marked ``>``."""
+    if radius != 2:
+        raise ValueError("the recipe's window is 2 lines either side; radius must be 2")
+    return _window(code.splitlines(), line - 1)
+
+
+def _recipe_context(code: str) -> list[str]:
+    """The recipe's ``split_proof_header`` (``error_fixing.py``): strip, then skip every line starting
+    ``import`` up to the first non-import line that follows an import line."""
+    lines = code.strip().split("\n")
+    index, in_header = 0, False
+    for line in lines:
+        if line.startswith("import"):
+            in_header = True
+            index += 1
+        elif in_header:
+            break
+    return "\n".join(lines[index:]).split("\n")
 
 
 def recipe_window(code: str, reported_line: int) -> str:
     """The recipe's numbering (kept to show the pitfall): lines counted after the leading
     ``import`` lines only, the reported line taken as is."""
-    lines = code.split("\n")
-    k = 0
-    while k < len(lines) and lines[k].startswith("import"):
-        k += 1
-    context = lines[k:]
-    idx = reported_line - 1
-    out = [f"{ln + 1:03d}{' >' if ln == idx else '  '}| {context[ln]}"
-           for ln in range(max(0, idx - 2), min(len(context), idx + 3))]
-    return "\n".join(out)
+    return _window(_recipe_context(code), reported_line - 1)
+
+
+def _error_messages(result: dict[str, Any], max_errors: int) -> list[dict]:
+    response = result.get("response") if isinstance(result, dict) else None
+    if not (isinstance(response, dict) and response.get("messages")):
+        return []
+    messages = response["messages"] if isinstance(response["messages"], list) else []
+    return [m for m in messages if isinstance(m, dict) and m.get("severity") == "error"][:max_errors]
 
 
 def build_feedback(code: str, result: dict[str, Any], *, max_errors: int = 3,
                    line_scheme: LineScheme = "relative") -> str:
-    """The second-turn user message for a failed proof (``result``: one ``/api/check`` result)."""
-    response = result.get("response") if isinstance(result.get("response"), dict) else {}
-    errors = [m for m in (response.get("messages") or []) if m.get("severity") == "error"][:max_errors]
-    if not errors:
-        problem = result.get("error") or response.get("message") or (
-            "the proof uses sorry" if response.get("sorries") else "no error message was returned")
-        return f"# System Error:\nError message: \n{str(problem).strip()}\n\n"
+    """The second-turn user message for a failed proof (``result``: one ``/api/check`` result).
+
+    The recipe's ``create_tool_message``: per error (first three with ``severity == "error"``)
+    ``# Error i:``, the message and — only when the message has a position — the 5-line
+    window; with no such error, ``# System Error:`` and the result's top-level ``error``, or
+    ``""`` when there is none (a proof with only ``sorry`` gets no feedback in the recipe).
+    ``line_scheme="recipe"`` numbers the window as the recipe does; ``"relative"`` /
+    ``"absolute"`` number it as the code the model wrote, for a server that reports body-relative
+    or absolute lines (:func:`kimina_edu.lean.client.LeanVerifier.line_scheme` finds out which).
+    """
+    if line_scheme not in LINE_SCHEMES:
+        raise ValueError(f"line_scheme must be one of {LINE_SCHEMES}; got {line_scheme!r}")
+    code = code if isinstance(code, str) else ""
+    context = _recipe_context(code) if line_scheme == "recipe" else code.splitlines()
     parts = []
-    for i, msg in enumerate(errors, 1):
-        reported = int((msg.get("pos") or {}).get("line", 1))
-        line = absolute_line(code, reported, line_scheme)
-        parts.append(f"# Error {i}:\nError message: \n{str(msg.get('data', '')).strip()}\n\n"
-                     f"Lean 4 code snippet with error:\n```lean4\n{code_window(code, line)}\n```\n")
-    return "\n".join(parts)
+    for i, msg in enumerate(_error_messages(result, max_errors), 1):
+        text = f"# Error {i}:\n"
+        data = msg.get("data", "Unknown error")
+        text += f"Error message: \n{str(data).strip()}\n\n"
+        pos = msg.get("pos")
+        if pos and isinstance(pos, dict):
+            reported = pos.get("line", 1)
+            if isinstance(reported, int) and not isinstance(reported, bool):
+                line = reported if line_scheme == "recipe" else absolute_line(code, reported, line_scheme)
+                window = _window(context, line - 1)
+                text += "Lean 4 code snippet with error:\n```lean4\n" + (window + "\n" if window else "") + "```\n"
+        parts.append(text)
+    if parts:
+        return "".join(parts)
+    error = result.get("error") if isinstance(result, dict) else None
+    if isinstance(error, str) and error.strip():
+        return f"# System Error:\nError message: \n{error.strip()}\n\n"
+    return ""
+
+
+def is_system_feedback(feedback: str) -> bool:
+    """Feedback about the verifier, not the proof — never a second-turn prompt here (the recipe
+    caches it; a model cannot fix a server outage, and the text may carry server internals)."""
+    return feedback.startswith("# System Error:")
 
 
 @dataclass
@@ -94,7 +144,10 @@ class SecondTurnCache:
     - feedback over 3000 characters is **dropped**, not truncated;
     - the newest 5000 prompts are kept;
     - each training item is drawn from the cache with probability 0.5 (:meth:`draw`);
-    - every sample not added is counted by reason.
+    - every sample not added is counted by reason;
+    - unlike the recipe, empty feedback (a ``sorry``-only proof) and ``# System Error``
+      feedback (timeouts, server failures) are not cached: reasons ``no_feedback`` and
+      ``system_error``.
     """
 
     capacity: int = 5000
@@ -118,6 +171,10 @@ class SecondTurnCache:
             reason = "valid"
         elif feedback == FILTERED_FEEDBACK:
             reason = "filtered"
+        elif not feedback.strip():
+            reason = "no_feedback"
+        elif is_system_feedback(feedback):
+            reason = "system_error"
         elif len(feedback) > self.max_feedback_chars:
             reason = "feedback_too_long"
         elif turn >= self.n_turns:

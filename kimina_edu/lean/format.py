@@ -26,11 +26,24 @@ from __future__ import annotations
 import re
 from collections import Counter
 from enum import Enum
+from pathlib import Path
 
-# A small stop-word list: a repeated line only counts if it has >= 10 *content* words.
-STOPWORDS = frozenset(
-    ["a", "an", "the", "and", "or", "but", "if", "then", "else", "so", "of", "to", "in", "on", "at", "by", "for", "with", "from", "into", "onto", "as", "is", "are", "was", "were", "be", "been", "being", "this", "that", "these", "those", "it", "its", "we", "i", "you", "he", "she", "they", "them", "our", "us", "let", "lets", "can", "could", "should", "would", "will", "may", "might", "must", "do", "does", "did", "not", "no", "yes", "have", "has", "had", "which", "what", "when", "where", "who", "whom", "how", "why", "all", "any", "each", "every", "some", "such", "there", "here", "than", "too", "very", "just", "also", "only", "now", "again", "further", "once", "both", "more", "most", "other", "same", "own", "up", "down", "out", "over", "under", "between", "about", "above", "below", "after", "before", "because", "while", "during", "through", "until", "against", "use", "using", "get"]
-)
+_STOPWORDS_FILE = Path(__file__).with_name("recipe_stopwords.txt")
+
+
+def load_recipe_stopwords(path: Path = _STOPWORDS_FILE) -> frozenset[str]:
+    """The recipe's ``COMMON_STOPWORDS`` (``definitions.py``, Apache-2.0, attribution in the file).
+
+    Shipped as data, one entry a line, so the repetition check counts exactly the words the
+    recipe counts; a few entries are phrases or LaTeX commands that can never equal a ``\\w+``
+    token, kept anyway so the list stays the recipe's.
+    """
+    words = [ln.rstrip("\n") for ln in path.read_text(encoding="utf-8").splitlines()]
+    return frozenset(w for w in words if w and not w.startswith("#"))
+
+
+# A repeated line only counts if it has >= 10 tokens outside this list.
+STOPWORDS = load_recipe_stopwords()
 
 
 class FormatError(Enum):
@@ -63,21 +76,42 @@ DEFAULT_THRESHOLDS = {
 # ------------------------------------------------------------------ Lean text helpers
 
 
-def remove_comments(code: str) -> str:
-    """Drop ``/- … -/`` block comments and ``-- …`` line comments (linear scan)."""
-    out, i, n = [], 0, len(code)
-    while i < n:
-        if code.startswith("/-", i):
-            end = code.find("-/", i + 2)
-            i = n if end == -1 else end + 2
-        elif code.startswith("--", i):
-            end = code.find("\n", i)
-            i = n if end == -1 else end
-        else:
-            nxt = min((p for p in (code.find("/-", i), code.find("--", i)) if p != -1), default=n)
-            out.append(code[i:nxt])
-            i = nxt
+def _remove_block_comments(code: str) -> str:
+    """``re.sub(r"/-.*?(--/|-/)", "", code, flags=re.DOTALL)`` in one pass.
+
+    Each ``/-`` closes at the first ``-/`` after it (``--/`` ends at the same place); an
+    unclosed ``/-`` and everything after it are **kept** — no later ``/-`` can close either.
+    ``/-`` inside a ``--`` line comment still opens a block here, as in the recipe.
+    """
+    out, i = [], 0
+    while (start := code.find("/-", i)) != -1:
+        end = code.find("-/", start + 2)
+        if end == -1:
+            break
+        out.append(code[i:start])
+        i = end + 2
+    out.append(code[i:])
     return "".join(out)
+
+
+def _remove_line_comments(code: str) -> str:
+    """``re.sub(r"--.*", "", code)``: from each ``--`` to the next ``\\n`` (``.`` stops only there)."""
+    out, i = [], 0
+    while (dash := code.find("--", i)) != -1:
+        out.append(code[i:dash])
+        newline = code.find("\n", dash)
+        i = len(code) if newline == -1 else newline
+    out.append(code[i:])
+    return "".join(out)
+
+
+def remove_comments(code: str) -> str:
+    """The recipe's ``remove_comments``: block comments first (whole text), then line comments.
+
+    Linear time (two ``str.find`` passes). Lean itself nests ``/- … -/`` and lets an unclosed
+    one run to the end of the file; the recipe does neither, and the reward follows the recipe.
+    """
+    return _remove_line_comments(_remove_block_comments(code))
 
 
 def code_lines(code: str) -> list[str]:
@@ -104,17 +138,27 @@ def _fenced_blocks(text: str, opener: str) -> list[tuple[int, int, str]]:
 
 
 def _first_loose_lean4_block_end(text: str) -> int | None:
-    """End of the first ```` ```lean4 … ``` ```` block, ``None`` if there is none.
+    """End of ``re.search(r"```lean4\\s*([\\s\\S]+?)\\s*```", text)``, ``None`` if no match.
 
-    Same as ``re.search(r"```lean4\\s*([\\s\\S]+?)\\s*```", text).end()``: the body needs at
-    least one character (whitespace counts), and the block closes at the first fence after it.
-    A later ```` ```lean4 ```` cannot succeed where the first failed, so only the first is tried.
+    Backtracking order of that regex: the first ``\\s*`` takes the whole whitespace run after
+    the opener, the lazy body at least one more character, so the block closes at the first
+    ```` ``` ```` at least one character past that run (a doubled ```` ```lean4 ```` opener is
+    body, not the close). Only if there is none may the close sit right at the end of the run
+    (the body is then the run's last whitespace character). Only the first opener can match.
     """
     start = text.find("```lean4")
     if start == -1:
         return None
-    close = text.find("```", start + len("```lean4") + 1)
-    return None if close == -1 else close + 3
+    run_start = start + len("```lean4")
+    run_end = run_start
+    while run_end < len(text) and text[run_end].isspace():
+        run_end += 1
+    close = text.find("```", run_end + 1)
+    if close != -1:
+        return close + 3
+    if run_end > run_start and text.startswith("```", run_end):
+        return run_end + 3
+    return None
 
 
 def parse_tactics_blocks(text: str) -> list[str] | None:
@@ -136,6 +180,9 @@ def parse_tactics_blocks(text: str) -> list[str] | None:
     return blocks
 
 
+_WORD = re.compile(r"\w+")
+
+
 def _significant_lines(think: str, min_tokens: int) -> list[str]:
     kept, pos = [], 0
     for start, end, _ in _fenced_blocks(think, "```tactics"):
@@ -145,7 +192,7 @@ def _significant_lines(think: str, min_tokens: int) -> list[str]:
     lines = []
     for raw in without_tactics.splitlines():
         line = raw.strip().lower()
-        words = re.findall(r"\b\w+\b", line)
+        words = _WORD.findall(line)
         if sum(w not in STOPWORDS for w in words) >= min_tokens:
             lines.append(line)
     return lines
@@ -157,12 +204,17 @@ def _tactic_block_lines(block: str) -> int:
     return len(block.split("\n"))
 
 
+def _clean_and_normalize(text: str) -> str:
+    """The recipe's ``clean_and_normalize``: comments and every ``sorry`` dropped, whitespace collapsed."""
+    return " ".join(remove_comments(text).replace("sorry", "").split())
+
+
 def normalize_statement_blocks(formal_statement: str) -> list[str]:
-    """The statement's blocks (split on blank lines), comment- and ``sorry``-free, whitespace
-    collapsed; ``import``/``set_option``/``open`` blocks skipped."""
+    """The statement's blocks (split on blank lines after removing comments from the whole
+    statement), each cleaned again; ``import``/``set_option``/``open`` blocks skipped."""
     blocks = []
     for block in remove_comments(formal_statement).split("\n\n"):
-        norm = " ".join(block.replace("sorry", "").split())
+        norm = _clean_and_normalize(block)
         if norm and not norm.startswith(("import", "set_option", "open")):
             blocks.append(norm)
     return blocks
@@ -172,6 +224,7 @@ def normalize_statement_blocks(formal_statement: str) -> list[str]:
 
 
 def _check_turn(text: str, formal_statement: str, t: dict) -> FormatError:
+    """``FormatReward.check_one_turn_format_error`` of the recipe, step by step."""
     # 1–2. a lean4 block exists, and nothing but whitespace follows the first one
     end = _first_loose_lean4_block_end(text)
     if end is None or text[end:].strip():
@@ -200,16 +253,21 @@ def _check_turn(text: str, formal_statement: str, t: dict) -> FormatError:
     limit = max(5, int(len(lean4_code.strip().split("\n")) * t["total_tactic_blocks_lines_threshold"]))
     if any(_tactic_block_lines(b) > limit for _, _, b in tactics):
         return FormatError.TACTIC_CODE_TOO_MANY_LINES
-    # 9. tactics lines cover >= 70% of the final code's lines
+    # 9. tactics lines cover >= 70% of the final code's lines — both read from the WHOLE text
     blocks = parse_tactics_blocks(text)
     if blocks is None:
         return FormatError.TACTIC_BLOCK_FORMATTING_ERROR
-    final = set(code_lines(lean4_code.strip()))
+    whole = _fenced_blocks(text, "```lean4")
+    if len(whole) != 1:
+        # The recipe's ``extract_lean4_block`` asserts here and the reward call raises
+        # AssertionError (a strict lean4 block before <think>); we fail the format instead.
+        return FormatError.INVALID_LEAN4_CODE_BLOCK_COUNT
+    final = set(code_lines(whole[0][2].strip()))
     covered = {ln for b in blocks for ln in code_lines(b)} & final
     if not final or len(covered) / len(final) < t["tactics_lean4_match_threshold"]:
         return FormatError.TACTICS_LEAN4_NOT_MATCH
     # 10. the statement is reproduced; no axiom / local_instance
-    code = " ".join(remove_comments(lean4_code.strip()).replace("sorry", "").split())
+    code = _clean_and_normalize(whole[0][2].strip())
     if "axiom" in code or "local_instance" in code:
         return FormatError.LEAN4_CODE_NOT_START_WITH_STATEMENT
     if not all(block in code for block in normalize_statement_blocks(formal_statement)):
@@ -217,18 +275,25 @@ def _check_turn(text: str, formal_statement: str, t: dict) -> FormatError:
     return FormatError.NONE
 
 
-def check_format(response: str, formal_statement: str, **thresholds) -> FormatError:
-    """The recipe's checks on one assistant response; the first failure wins.
-
-    Never raises on a string; ``UNKNOWN`` for empty input. ``thresholds`` override the
-    recipe's defaults (:data:`DEFAULT_THRESHOLDS`).
-    """
-    unknown = set(thresholds) - set(DEFAULT_THRESHOLDS)
+def _thresholds(overrides: dict) -> dict:
+    unknown = set(overrides) - set(DEFAULT_THRESHOLDS)
     if unknown:
         raise ValueError(f"unknown thresholds {sorted(unknown)}; known: {sorted(DEFAULT_THRESHOLDS)}")
-    if not isinstance(response, str) or not response.strip():
+    return {**DEFAULT_THRESHOLDS, **overrides}
+
+
+def check_format(response: str, formal_statement: str, **thresholds) -> FormatError:
+    """The recipe's checks on one assistant response (``check_format_error(str)``); the first
+    failure wins.
+
+    Never raises on a string; ``UNKNOWN`` for ``""`` or a non-string (a whitespace-only string
+    is checked, and fails ``NO_VALID_LEAN4_CODE_BLOCK``, as in the recipe). ``thresholds``
+    override the recipe's defaults (:data:`DEFAULT_THRESHOLDS`).
+    """
+    t = _thresholds(thresholds)
+    if not isinstance(response, str) or not response:
         return FormatError.UNKNOWN
-    return _check_turn(response, formal_statement or "", {**DEFAULT_THRESHOLDS, **thresholds})
+    return _check_turn(response, formal_statement if isinstance(formal_statement, str) else "", t)
 
 
 def check_conversation(messages: list[dict], formal_statement: str, **thresholds) -> FormatError:
@@ -238,12 +303,18 @@ def check_conversation(messages: list[dict], formal_statement: str, **thresholds
     turn — now part of the prompt — was malformed. The recipe's cache admits such samples (a
     format-failing response whose proof could still be extracted gets Lean feedback), so all
     eight second-turn rollouts of that prompt score 0: a zero-variance group, no gradient.
+
+    An empty assistant turn fails ``NO_VALID_LEAN4_CODE_BLOCK`` (the recipe's list path); a
+    conversation without an assistant turn, or a turn whose content is not a string, is
+    ``UNKNOWN`` (the recipe raises on both).
     """
-    assistant = [m.get("content", "") for m in messages if m.get("role") == "assistant"]
+    t = _thresholds(thresholds)
+    statement = formal_statement if isinstance(formal_statement, str) else ""
+    assistant = [m.get("content") for m in messages if isinstance(m, dict) and m.get("role") == "assistant"]
     if not assistant:
         return FormatError.UNKNOWN
     for content in assistant:
-        err = check_format(content, formal_statement, **thresholds)
+        err = _check_turn(content, statement, t) if isinstance(content, str) else FormatError.UNKNOWN
         if err is not FormatError.NONE:
             return err
     return FormatError.NONE

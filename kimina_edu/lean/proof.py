@@ -15,17 +15,20 @@ from kimina_edu.lean.format import _fenced_blocks
 
 
 def normalize_formal_statement(formal_statement: str) -> str:
-    """Strip a trailing ``sorry`` and make the statement end with ``by``."""
+    """Strip a trailing ``sorry`` (then all surrounding whitespace) and make the statement end with ``by``."""
     s = formal_statement.rstrip()
     if s.endswith("sorry"):
-        s = s[: -len("sorry")].rstrip()
+        s = s[: -len("sorry")].strip()
     if not s.endswith("by"):
         s += " by"
     return s
 
 
 def theorem_signature(formal_statement: str) -> str | None:
-    """The text between the first ``theorem`` (else ``lemma``, else ``example``) and ``:=``."""
+    """The text between the first ``theorem`` (else ``lemma``, else ``example``) and the first
+    ``:=`` after it, stripped — the recipe's ``extract_first_theorem_statement``
+    (``re.findall(r"theorem\\s*(.*?)\\s*:=", …)[0].strip()``). May be ``""``; ``None`` only
+    when no keyword is followed by ``:=``."""
     for keyword in ("theorem", "lemma", "example"):
         start = formal_statement.find(keyword)
         if start == -1:
@@ -37,31 +40,44 @@ def theorem_signature(formal_statement: str) -> str | None:
 
 
 def is_commented(code: str, index: int) -> bool:
-    """Is ``code[index]`` inside a ``/- … -/`` block comment or after ``--`` on its line?"""
+    """The recipe's ``is_index_commented``: inside a closed ``/- … -/`` block, or after ``--`` on its line.
+
+    Recipe semantics, in linear time: an unclosed ``/-`` comments nothing (so ``---/-`` above
+    the theorem does not hide it), and lines are found with ``str.splitlines()`` while the
+    offset advances one character per line break (as the recipe counts).
+    """
     if not 0 <= index < len(code):
         return False
     i = 0
     while (start := code.find("/-", i)) != -1 and start <= index:
         end = code.find("-/", start + 2)
-        end = len(code) if end == -1 else end + 2
-        if index < end:
+        if end == -1:
+            break
+        if index < end + 2:
             return True
-        i = end
-    line_start = code.rfind("\n", 0, index) + 1
-    dash = code.find("--", line_start, index + 2)
-    return dash != -1 and dash <= index
+        i = end + 2
+    offset = 0
+    for line in code.splitlines():
+        if offset <= index < offset + len(line):
+            dash = line.find("--")
+            return dash != -1 and index >= offset + dash
+        if offset > index:
+            break
+        offset += len(line) + 1
+    return False
 
 
 _BY = re.compile(r":=\s*by")
 
 
 def extract_proof(response: str, formal_statement: str) -> str | None:
-    """The code Lean should check, or ``None`` when no usable proof is in the response."""
+    """The code Lean should check, or ``None`` when no usable proof is in the response
+    (the recipe's two sentinel strings, which it never sends to Lean)."""
     if not isinstance(response, str) or not isinstance(formal_statement, str):
         return None
     statement = normalize_formal_statement(formal_statement)
     signature = theorem_signature(statement)
-    if not signature:
+    if signature is None:
         return None
     for _, _, code in reversed(_fenced_blocks(response, "```lean4")):
         at = code.find(signature)
