@@ -1,12 +1,18 @@
-# kimina-edu — every target installs what it needs into .venv on a fresh machine.
-# torch is installed first and pinned: an unpinned torch pulls a multi-GB CUDA build.
+# kimina-edu — every target installs what it needs into .venv on a fresh machine, from the lock
+# files (requirements.lock, requirements-lab.lock, kimina_edu/verl/requirements-verl.lock) that
+# `make lock` writes. torch is installed first and pinned: an unpinned torch pulls a multi-GB CUDA build.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 VERL_VENV := .venv-verl
+UV_VERSION := 0.13.9
+# uv resolves for this Python and platform; /opt/wheels (where this course's machines keep the CPU
+# torch wheel) is used when present, so the lock holds the CPU build's dependency set.
+UV_COMPILE = $(VENV)/bin/uv pip compile -q --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
+	$(if $(wildcard /opt/wheels),--find-links /opt/wheels) --custom-compile-command "make lock"
 
-.PHONY: help install course smoke test lab bench verl-check lint clean
+.PHONY: help install course smoke test lab bench verl-check lint clean lock pocket robustness
 
 help:
 	@echo "make course      run every notebook headless into runs/<timestamp>/ (full sizes, CPU ok)"
@@ -14,12 +20,16 @@ help:
 	@echo "make lab         JupyterLab on notebooks/"
 	@echo "make bench       every script under benchmarks/, one table of ratios (runs/bench.json)"
 	@echo "make verl-check  separate .venv-verl with verl 0.9.1; checks chapter 8's wiring"
+	@echo "make robustness  chapters 3 → 4 → 5 over five seeds: the course's figures as ranges"
+	@echo "make pocket      rebuild the shipped pocket model here and compare it with data/pocket/"
+	@echo "make lock        re-resolve pyproject.toml into the lock files and environment.yml"
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml requirements.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[test]"
+	$(PY) -m pip install -q -r requirements.lock
+	$(PY) -m pip install -q --no-deps -e .
 	touch $@
 
 install: $(STAMP)
@@ -35,7 +45,7 @@ test: $(STAMP) $(VERL_VENV)/.installed
 	$(VERL_VENV)/bin/python -m kimina_edu.verl.check
 
 lab: $(STAMP)
-	$(PY) -m pip install -q -e ".[test,lab]"
+	$(PY) -m pip install -q -r requirements-lab.lock
 	$(VENV)/bin/jupyter lab notebooks/
 
 bench: $(STAMP)
@@ -45,16 +55,32 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check kimina_edu tests benchmarks
 
 # verl 0.9.1 pins trl==0.27 and transformers<5.11, which clash with TRL 1.x: own venv.
-$(VERL_VENV)/.installed: kimina_edu/verl/requirements-verl.txt kimina_edu/verl/constraints-verl.txt
+$(VERL_VENV)/.installed: kimina_edu/verl/requirements-verl.lock
 	test -x $(VERL_VENV)/bin/python || $(PYTHON) -m venv $(VERL_VENV)
 	$(VERL_VENV)/bin/python -m pip install -q --upgrade pip
 	$(VERL_VENV)/bin/python -m pip install -q torch==2.13.0
-	$(VERL_VENV)/bin/python -m pip install -q -r kimina_edu/verl/requirements-verl.txt -c kimina_edu/verl/constraints-verl.txt
+	$(VERL_VENV)/bin/python -m pip install -q -r kimina_edu/verl/requirements-verl.lock
 	$(VERL_VENV)/bin/python -m pip install -q --no-deps -e .
 	touch $@
 
 verl-check: $(VERL_VENV)/.installed
 	$(VERL_VENV)/bin/python -m kimina_edu.verl.check
+
+# Re-resolve every environment; torch's local build tag is dropped (see kimina_edu/environment.py).
+lock: $(STAMP)
+	$(PY) -m pip install -q "uv==$(UV_VERSION)"
+	$(UV_COMPILE) pyproject.toml --extra test -o requirements.lock
+	$(UV_COMPILE) pyproject.toml --extra test --extra lab -c requirements.lock -o requirements-lab.lock
+	$(UV_COMPILE) kimina_edu/verl/requirements-verl.txt -c kimina_edu/verl/constraints-verl.txt \
+		-o kimina_edu/verl/requirements-verl.lock
+	sed -i -E 's/^torch==([0-9.]+)\+cpu/torch==\1/' requirements.lock requirements-lab.lock kimina_edu/verl/requirements-verl.lock
+	$(PY) -m kimina_edu.environment env
+
+pocket: $(STAMP)
+	$(PY) -m kimina_edu.pocket
+
+robustness: $(STAMP)
+	$(PY) -m benchmarks.robustness
 
 clean:
 	rm -rf runs .pytest_cache

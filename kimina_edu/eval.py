@@ -1,4 +1,5 @@
-"""Chapter 9 — evaluating provers: pass@k (unbiased) and verl's bootstrap best@k.
+"""Evaluation: a policy's held-out greedy accuracy (chapters 3–5), and for provers pass@k
+(unbiased) and verl's bootstrap best@k (chapter 9).
 
 pass@k (Chen et al. 2021, "Evaluating Large Language Models Trained on Code"): with n samples
 of which c are correct, the probability that k samples drawn *without* replacement contain a
@@ -10,6 +11,8 @@ the same failure twice, so best@k ≤ pass@k in expectation; at k = n the gap is
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -40,3 +43,28 @@ def mean_pass_at_k(results: list[list[float]], k: int) -> float:
 
 def mean_best_at_k(results: list[list[float]], k: int, seed: int = 42) -> float:
     return float(np.mean([best_at_k(r, k, seed=seed) for r in results]))
+
+
+def evaluate_policy(model, tok, entries: list[dict[str, Any]], *, max_new_tokens: int = 128, batch_size: int = 100,
+                    progress: bool = True) -> dict[str, Any]:
+    """Greedy accuracy, format rate and mean completion length (tokens) over ``entries``."""
+    from tqdm.auto import tqdm
+
+    from kimina_edu.models import chat_prompt, generate
+    from kimina_edu.rewards import correctness_reward, extract_answer, format_reward
+
+    correct = fmt = n_tokens = 0
+    samples = []
+    for i in tqdm(range(0, len(entries), batch_size), desc="evaluate", disable=not progress):
+        chunk = entries[i : i + batch_size]
+        _, completions = generate(model, tok, [chat_prompt(tok, e["question"]) for e in chunk], max_new_tokens=max_new_tokens)
+        for entry, ids in zip(chunk, completions):
+            text = tok.decode(ids, skip_special_tokens=True)
+            correct += correctness_reward(extract_answer(text), entry)
+            fmt += format_reward(text)
+            n_tokens += len(ids)
+            if len(samples) < 8:
+                samples.append({"question": entry["question"], "completion": text})
+    n = max(len(entries), 1)
+    return {"accuracy": correct / n, "format_rate": fmt / n, "mean_length": n_tokens / n, "n": len(entries),
+            "samples": samples}

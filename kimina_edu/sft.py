@@ -1,4 +1,4 @@
-"""Chapter 3 — teacher data and the LoRA SFT warm-up, plus the evaluation every chapter uses.
+"""Chapter 3 — teacher data and the LoRA SFT warm-up.
 
 Why a warm-up: a small model asked for ``<think>…</think><answer>…</answer>`` mostly
 produces neither, so every completion in a GRPO group earns the same (zero) reward and the
@@ -25,7 +25,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kimina_edu.models import PocketRecipe, base_model_path
+from kimina_edu.cache import build_once
+from kimina_edu.models import base_model_path
+from kimina_edu.pocket import PocketRecipe
 from kimina_edu.rewards import SYSTEM_PROMPT, correctness_reward, extract_answer, format_reward
 from kimina_edu.runtime import cache_dir, recipe_hash, run_sync
 from kimina_edu.tasks import SEEDS, make_entries, oracle_answer, teacher_trace
@@ -172,21 +174,30 @@ def make_sft_examples(entries: list[dict[str, Any]], teacher: OpenAITeacher | No
 
 
 def sft_train(model_path: str, examples: list[dict], *, output_dir: str | os.PathLike, lora=None, epochs: int = 3,
-              lr: float = 2e-3, batch_size: int = 8, seed: int = 0, max_length: int = 512, use_cpu: bool = True):
+              lr: float = 2e-3, batch_size: int = 8, seed: int = 0, max_length: int = 512, use_cpu: bool = True,
+              dtype: Any = None):
     """LoRA SFT with TRL's ``SFTTrainer``; loss on completion tokens only.
 
-    Returns ``(peft_model, tokenizer, loss_log)``. The lr default (2e-3) suits the pocket
-    model's small LoRA; for SmolLM-135M the article's adapters train well at ~2e-4.
+    Returns ``(peft_model, tokenizer, loss_log)``. ``seed`` sets the data order *and* the LoRA
+    initialisation. ``dtype`` defaults to fp32, as :func:`kimina_edu.models.load_policy` on a
+    CPU, so "before" and "after SFT" are the same kind of model. Per-model settings:
+    :meth:`SFTRecipe.preset`.
     """
+    import torch
+
+    dtype = dtype or torch.float32
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTConfig, SFTTrainer
 
     from kimina_edu.models import lora_config
 
+    from transformers import set_seed
+
+    set_seed(seed)  # the LoRA matrices are initialised before the Trainer seeds itself: seed them too
     tok = AutoTokenizer.from_pretrained(model_path)
     tok.padding_side = "right"  # training pads on the right; generation switches back to left
-    model = AutoModelForCausalLM.from_pretrained(model_path)
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
     args = SFTConfig(
         output_dir=str(output_dir), num_train_epochs=epochs, learning_rate=lr, per_device_train_batch_size=batch_size,
         lr_scheduler_type="cosine", warmup_steps=5, logging_steps=1, save_strategy="no", report_to="none",
@@ -202,33 +213,6 @@ def sft_train(model_path: str, examples: list[dict], *, output_dir: str | os.Pat
     return trainer.model, tok, log
 
 
-# ---------------------------------------------------------------- evaluation
-
-
-def evaluate_policy(model, tok, entries: list[dict[str, Any]], *, max_new_tokens: int = 128, batch_size: int = 100,
-                    progress: bool = True) -> dict[str, Any]:
-    """Greedy accuracy, format rate and mean completion length (tokens) over ``entries``."""
-    from tqdm.auto import tqdm
-
-    from kimina_edu.models import chat_prompt, generate
-
-    correct = fmt = n_tokens = 0
-    samples = []
-    for i in tqdm(range(0, len(entries), batch_size), desc="evaluate", disable=not progress):
-        chunk = entries[i : i + batch_size]
-        _, completions = generate(model, tok, [chat_prompt(tok, e["question"]) for e in chunk], max_new_tokens=max_new_tokens)
-        for entry, ids in zip(chunk, completions):
-            text = tok.decode(ids, skip_special_tokens=True)
-            correct += correctness_reward(extract_answer(text), entry)
-            fmt += format_reward(text)
-            n_tokens += len(ids)
-            if len(samples) < 8:
-                samples.append({"question": entry["question"], "completion": text})
-    n = max(len(entries), 1)
-    return {"accuracy": correct / n, "format_rate": fmt / n, "mean_length": n_tokens / n, "n": len(entries),
-            "samples": samples}
-
-
 # ---------------------------------------------------------------- the cached warm-up
 
 
@@ -236,11 +220,15 @@ def evaluate_policy(model, tok, entries: list[dict[str, Any]], *, max_new_tokens
 class SFTRecipe:
     """The warm-up as the article ran it: ~200 teacher examples, LoRA r=32/alpha=64.
 
-    ``lr`` 3e-3 and 8 epochs suit the pocket model (held-out greedy accuracy, measured: 6 epochs
-    67.8%, 8 epochs 70.0–71.0% depending on the thread count, 12 epochs 84.3%). 8, not 12, on
-    purpose: like the article's warm-up (46% before GRPO) it leaves the policy under-trained, so
-    chapter 4's RL has something to learn — from the 84% start GRPO moved held-out accuracy by
-    less than the noise (README, "Chapter 4"). For SmolLM-135M use ~2e-4 and 3 epochs.
+    Build it with :meth:`preset` — the one place the per-model settings live — so chapters 3, 4
+    and 5 hash the same recipe and find the same adapter. ``seed`` is the course's ``SEED``: it
+    sets the SFT data order and the LoRA initialisation. ``data_seed`` picks which questions the
+    teacher answers and stays fixed, so every seed learns from the same 200 examples.
+
+    Pocket model: lr 3e-3, 8 epochs — under-trained on purpose. Like the article's warm-up (46%
+    before GRPO) it leaves chapter 4's RL room to add something; from a 12-epoch start GRPO moved
+    held-out accuracy by less than its run-to-run noise (benchmarks/README.md, chapter 4).
+    SmolLM-135M and other hub models: the article's ~2e-4 and 3 epochs.
     """
 
     task: str = "syllogism"
@@ -250,35 +238,70 @@ class SFTRecipe:
     batch_size: int = 8
     lora_r: int = 32
     lora_alpha: int = 64
-    seed: int = SEEDS["sft"]
+    seed: int = 0
+    data_seed: int = SEEDS["sft"]
     teacher: str = "rule-based"
 
     @classmethod
+    def preset(cls, model_id: str = "pocket", *, smoke: bool = False, **overrides) -> SFTRecipe:
+        """The recipe for ``model_id``; ``smoke`` shrinks it to seconds; ``overrides`` win over both.
+
+        An override of ``None`` means "not given" (notebook parameters left at ``None``).
+        """
+        base: dict[str, Any] = {} if model_id == "pocket" else {"lr": 2e-4, "epochs": 3}
+        if smoke:
+            base.update(n_examples=64, epochs=4, lr=5e-3 if model_id == "pocket" else 5e-4)
+        base.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**base)
+
+    @classmethod
     def smoke(cls) -> SFTRecipe:
-        return cls(n_examples=64, epochs=2)
+        return cls.preset("pocket", smoke=True)
 
 
 def sft_adapter_dir(base: str, recipe: SFTRecipe) -> Path:
     return cache_dir() / "sft" / recipe_hash({"base": base, **asdict(recipe)})
 
 
+def _adapter_problem(path: Path) -> str | None:
+    """None when a cached adapter folder is usable (checked on every use), else why not."""
+    try:
+        config = json.loads((path / "adapter_config.json").read_text())
+        if not isinstance(config, dict) or "r" not in config:
+            return "has an adapter_config.json without a LoRA rank"
+        from safetensors import safe_open
+
+        with safe_open(str(path / "adapter_model.safetensors"), framework="pt") as fh:
+            for key in fh.keys():
+                fh.get_tensor(key)
+    except Exception as exc:  # noqa: BLE001 — any unreadable file means: retrain
+        return f"has an unreadable file ({type(exc).__name__})"
+    return None
+
+
 def ensure_sft_adapter(model_id: str = "pocket", *, recipe: SFTRecipe | None = None,
                        pocket: PocketRecipe | None = None) -> tuple[str, Path]:
     """``(base_path, adapter_dir)`` — the chapter-3 adapter, trained now if not cached.
 
-    Later chapters call this so each notebook runs on its own; `make course` trains it once.
+    Later chapters call this so each notebook runs on its own; `make course` trains it once. A
+    damaged cached adapter is retrained with one line saying so.
     """
-    recipe = recipe or SFTRecipe()
+    recipe = recipe or SFTRecipe.preset(model_id)
     base = base_model_path(model_id, pocket)
     out = sft_adapter_dir(base, recipe)
-    if (out / "adapter_config.json").exists():
-        return base, out
-    print(f"no cached SFT adapter for {base}: training one now ({recipe.n_examples} examples, {recipe.epochs} epochs)")
-    examples, _ = make_sft_examples(make_entries(recipe.task, recipe.n_examples, recipe.seed))
-    from kimina_edu.models import lora_config
 
-    model, _, _ = sft_train(base, examples, output_dir=out.with_suffix(".work"), epochs=recipe.epochs, lr=recipe.lr,
-                            batch_size=recipe.batch_size, seed=recipe.seed,
-                            lora=lora_config(r=recipe.lora_r, alpha=recipe.lora_alpha))
-    model.save_pretrained(out)
-    return base, out
+    def train(tmp: Path) -> None:
+        print(f"no cached SFT adapter for {base}: training one now ({recipe.n_examples} examples, "
+              f"{recipe.epochs} epochs, seed {recipe.seed})")
+        examples, _ = make_sft_examples(make_entries(recipe.task, recipe.n_examples, recipe.data_seed))
+        from kimina_edu.models import lora_config
+
+        model, _, _ = sft_train(base, examples, output_dir=tmp / "work", epochs=recipe.epochs, lr=recipe.lr,
+                                batch_size=recipe.batch_size, seed=recipe.seed,
+                                lora=lora_config(r=recipe.lora_r, alpha=recipe.lora_alpha))
+        model.save_pretrained(tmp)
+        import shutil
+
+        shutil.rmtree(tmp / "work", ignore_errors=True)
+
+    return base, build_once(out, train, _adapter_problem, what="SFT adapter")

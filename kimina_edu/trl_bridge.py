@@ -113,6 +113,28 @@ def grpo_config(cfg: TrainConfig, output_dir: str, *, use_cpu: bool = True, **ov
     return GRPOConfig(**kwargs)
 
 
+def stop_when_silent(window: int):
+    """A ``TrainerCallback`` with chapter 4's early stop (``TrainConfig.silent_window``): TRL's run
+    ends once at most a tenth of the last ``window`` steps had a group whose rewards differed.
+    TRL still takes an optimizer step on an all-zero-advantage batch; counting such steps as
+    silent keeps the two runs' stopping rules the same."""
+    from transformers import TrainerCallback
+
+    class StopWhenSilent(TrainerCallback):
+        def __init__(self):
+            self.silent: list[bool] = []
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if window and logs and "frac_reward_zero_std" in logs:
+                self.silent.append(logs["frac_reward_zero_std"] >= 1.0)
+                recent = self.silent[-window:]
+                if len(recent) == window and sum(not s for s in recent) <= window // 10:
+                    control.should_training_stop = True
+            return control
+
+    return StopWhenSilent()
+
+
 def trl_log_rows(log_history: list[dict]) -> list[dict]:
     """TRL's log → rows with our metric names, so chapter 4's plots read both."""
     rename = {"reward": "reward_mean", "reward_std": "reward_std", "completions/mean_length": "completion_length",

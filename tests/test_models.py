@@ -5,14 +5,11 @@ import pytest
 from kimina_edu.models import (
     ModelUnavailableError,
     PocketRecipe,
-    build_pocket_model,
     chat_prompt,
     choose_model,
     generate,
     load_policy,
     lora_config,
-    pocket_corpus,
-    pocket_dir,
     tiny_random_llama,
 )
 
@@ -23,27 +20,6 @@ SMOKE = PocketRecipe.smoke()
 def offline(monkeypatch, tmp_path_factory):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("KIMINA_EDU_CACHE", str(tmp_path_factory.getbasetemp() / "model-cache"))
-
-
-def test_corpus_never_contains_an_evaluated_answer():
-    docs = pocket_corpus(SMOKE)
-    task_docs = [d for d in docs if "Does it logically follow" in d or "propositional logic" in d]
-    assert len(task_docs) >= SMOKE.questions_per_eval_task  # the questions are there…
-    for doc in task_docs:  # …but no assistant turn ever gives an answer or a verdict
-        reply = doc.split("<|im_start|>assistant", 1)[1] if "<|im_start|>assistant" in doc else ""
-        assert "<answer>" not in reply and "follows" not in reply and "entail is" not in reply
-    assert any("<|im_start|>assistant" in d for d in task_docs)  # restatements are there
-
-
-def test_pocket_model_is_cached_and_rebuilt_when_corrupt(capsys):
-    tiny = replace(SMOKE, pretrain_steps=3, questions_per_eval_task=40, restatements_per_eval_task=20,
-                   docs_per_format_task=5)
-    path = build_pocket_model(tiny, progress=False)
-    assert build_pocket_model(tiny, progress=False) == path  # cached
-    (path / "build.json").write_text("{not json")
-    assert build_pocket_model(tiny, progress=False) == path
-    assert "unreadable" in capsys.readouterr().out
-    assert pocket_dir(replace(tiny, seed=5)) != path  # another recipe, another folder
 
 
 def test_load_policy_pocket_generates_and_cuts_at_eos():

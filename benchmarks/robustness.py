@@ -1,0 +1,188 @@
+"""`make robustness`: chapters 3 → 4 → 5 for SEED 0–4 (and seed 0 once more on one thread), so the
+course's learning figures are stated as ranges, and every learning goal is checked in every run.
+
+Each run is what the notebooks do, through the same presets (``SFTRecipe.preset``,
+``TrainConfig.preset``) and the shipped pocket model: the LoRA SFT warm-up with the run's seed →
+held-out accuracy (400 questions, greedy, chapter 3's 96 tokens) → GRPO from scratch with the
+run's seed → held-out accuracy → the same run in TRL's ``GRPOTrainer`` → held-out accuracy. The
+only difference from notebook 04: no held-out evaluation *during* training (it changes nothing
+the run learns, and costs time).
+
+Each run is its own process (a thread count is fixed per process); two run side by side, one
+thread each, which is also how a 2-core machine finishes them fastest. The one-thread run of
+seed 0 uses a private cache, so its SFT adapter is trained on one thread too.
+
+    python -m benchmarks.robustness                       # writes runs/robustness.json and prints the table
+    python -m benchmarks.robustness --seeds 0 1 --no-trl  # quicker looks
+    python -m benchmarks.robustness --table               # the table of the last run, no training
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+OUT = REPO / "runs" / "robustness.json"
+SFT_EVAL_TOKENS = 96  # notebook 03's MAX_NEW_TOKENS
+
+
+def run_one(seed: int, *, trl: bool = True) -> dict:
+    """One seed's chapters 3 → 4 → 5 in this process; returns the figures the goals judge."""
+    import torch
+    from trl import GRPOTrainer as TRLGRPOTrainer
+
+    from kimina_edu.eval import evaluate_policy
+    from kimina_edu.models import load_policy, lora_config
+    from kimina_edu.sft import SFTRecipe, ensure_sft_adapter
+    from kimina_edu.tasks import SEEDS, held_out, make_entries
+    from kimina_edu.trainer import GRPOTrainer, TrainConfig
+    from kimina_edu.trl_bridge import REWARD_FUNCS, build_dataset, grpo_config, stop_when_silent
+
+    row: dict = {"seed": seed, "threads": torch.get_num_threads()}
+    sft = SFTRecipe.preset("pocket", seed=seed)
+    cfg = TrainConfig.preset("pocket", seed=seed, eval_every=0)
+    eval_entries = held_out(cfg.task, 400)
+    train_entries = make_entries(cfg.task, 5000, SEEDS["rl"])
+
+    t0 = time.perf_counter()
+    base, adapter = ensure_sft_adapter("pocket", recipe=sft)
+    row["sft_seconds"] = time.perf_counter() - t0
+    model, tok = load_policy(base, adapter=adapter, verbose=False)
+    r = evaluate_policy(model, tok, eval_entries, max_new_tokens=SFT_EVAL_TOKENS, progress=False)
+    row.update(sft_accuracy=r["accuracy"], sft_format_rate=r["format_rate"])
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model, tok = load_policy(base, adapter=adapter, lora=lora_config(), verbose=False)
+        row["grpo_before"] = evaluate_policy(model, tok, eval_entries, max_new_tokens=cfg.max_new_tokens,
+                                             progress=False)["accuracy"]
+        trainer = GRPOTrainer(model, tok, cfg, train_entries=train_entries, output_dir=f"{tmp}/ours", progress=False)
+        t0 = time.perf_counter()
+        log = trainer.train()
+        row["grpo_seconds"] = time.perf_counter() - t0
+        after = evaluate_policy(model, tok, eval_entries, max_new_tokens=cfg.max_new_tokens, progress=False)
+        row.update(grpo_after=after["accuracy"], grpo_format_rate=after["format_rate"], grpo_steps=len(log),
+                   grpo_skipped=sum(1 for x in log if x.get("skipped")))
+        row["grpo_gain"] = row["grpo_after"] - row["grpo_before"]
+        if trl:
+            model, tok = load_policy(base, adapter=adapter, lora=lora_config(), verbose=False)
+            args = grpo_config(cfg, f"{tmp}/trl", use_cpu=True)
+            t = TRLGRPOTrainer(model=model, reward_funcs=REWARD_FUNCS, args=args, processing_class=tok,
+                               train_dataset=build_dataset(train_entries),
+                               callbacks=[stop_when_silent(cfg.silent_window)])
+            t0 = time.perf_counter()
+            t.train()
+            row["trl_seconds"] = time.perf_counter() - t0
+            row["trl_steps"] = t.state.global_step
+            row["trl_after"] = evaluate_policy(model, tok, eval_entries, max_new_tokens=cfg.max_new_tokens,
+                                               progress=False)["accuracy"]
+            row["trl_minus_ours"] = row["trl_after"] - row["grpo_after"]
+    return row
+
+
+# What every run must show (the course's LEARNING_GOALS, plus chapter 5's comparison over seeds).
+def goals_missed(row: dict) -> list[str]:
+    from kimina_edu.course import LEARNING_GOALS
+
+    metrics = {"03": {"sft_accuracy": row["sft_accuracy"], "sft_format_rate": row["sft_format_rate"]},
+               "04": {"accuracy_before": row["grpo_before"], "accuracy_after": row["grpo_after"],
+                      "grpo_seconds": row["grpo_seconds"], "format_after": row["grpo_format_rate"]}}
+    return [f"seed {row['seed']} ({row['threads']} thread{'s' * (row['threads'] > 1)}): {text}"
+            for nb, checks in LEARNING_GOALS.items() if nb in metrics
+            for text, met in checks if not met(metrics[nb])]
+
+
+FIGURES = [("sft_accuracy", "03 SFT accuracy", "{:.1%}"), ("sft_format_rate", "03 SFT format rate", "{:.1%}"),
+           ("grpo_before", "04 accuracy before GRPO", "{:.1%}"), ("grpo_after", "04 accuracy after GRPO", "{:.1%}"),
+           ("grpo_gain", "04 GRPO gain (points)", "{:+.1%}"), ("grpo_steps", "04 steps run (of 300)", "{:.0f}"),
+           ("grpo_skipped", "04 steps skipped (no signal)", "{:.0f}"), ("grpo_seconds", "04 GRPO seconds", "{:.0f}"),
+           ("trl_after", "05 TRL accuracy after", "{:.1%}"), ("trl_minus_ours", "05 TRL − ours (points)", "{:+.1%}"),
+           ("trl_steps", "05 TRL steps run", "{:.0f}"), ("trl_seconds", "05 TRL seconds", "{:.0f}")]
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| figure | min | median | max | runs |", "|---|---|---|---|---|"]
+    for key, label, fmt in FIGURES:
+        vals = [r[key] for r in rows if key in r]
+        if vals:
+            lo, mid, hi = min(vals), statistics.median(vals), max(vals)
+            lines.append(f"| {label} | {fmt.format(lo)} | {fmt.format(mid)} | {fmt.format(hi)} | {len(vals)} |")
+    two = [r for r in rows if "trl_after" in r]
+    if two:
+        diff = statistics.median(r["trl_after"] for r in two) - statistics.median(r["grpo_after"] for r in two)
+        lines.append(f"\nmedian TRL − median ours: {diff:+.1%} (goal: within ±5 points)")
+    missed = [m for r in rows for m in goals_missed(r)]
+    lines.append("every goal met in every run" if not missed else "missed:\n" + "\n".join(missed))
+    return "\n".join(lines)
+
+
+def _child(seed: int, threads: int, cache: str | None, trl: bool, out: Path) -> subprocess.Popen:
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+           "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
+    if cache:
+        env["KIMINA_EDU_CACHE"] = cache
+    code = (f"import json, torch; torch.set_num_threads({threads}); from benchmarks.robustness import run_one; "
+            f"open({str(out)!r}, 'w').write(json.dumps(run_one({seed}, trl={trl})))")
+    return subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                            stderr=open(out.with_suffix(".log"), "w"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2, 3, 4])
+    parser.add_argument("--no-one-thread", action="store_true", help="skip the extra one-thread run of seed 0")
+    parser.add_argument("--no-trl", action="store_true", help="chapters 3 and 4 only")
+    parser.add_argument("--parallel", type=int, default=2, help="runs side by side (one thread each)")
+    parser.add_argument("--out", default=str(OUT))
+    parser.add_argument("--table", action="store_true", help="print the table of --out and exit")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    if args.table:
+        print(table(json.loads(out.read_text())["runs"]))
+        return 0
+    threads = max(1, (os.cpu_count() or 2) // args.parallel)
+    jobs = [(s, threads, None) for s in args.seeds]
+    private = tempfile.mkdtemp(prefix="kimina-robustness-")
+    if not args.no_one_thread and threads != 1:
+        jobs.append((args.seeds[0], 1, private))
+    work = Path(tempfile.mkdtemp(prefix="robustness-"))
+    rows, running, start = [], [], time.perf_counter()
+    print(f"{len(jobs)} runs, {args.parallel} at a time, {threads} thread(s) each; logs in {work}", flush=True)
+    while jobs or running:
+        while jobs and len(running) < args.parallel:
+            seed, n, cache = jobs.pop(0)
+            path = work / f"seed{seed}-t{n}.json"
+            running.append((seed, n, path, _child(seed, n, cache, not args.no_trl, path)))
+        time.sleep(2)
+        for item in list(running):
+            seed, n, path, proc = item
+            if proc.poll() is None:
+                continue
+            running.remove(item)
+            if proc.returncode != 0 or not path.exists():
+                print(f"seed {seed} ({n} threads) FAILED — see {path.with_suffix('.log')}", flush=True)
+                continue
+            row = json.loads(path.read_text())
+            rows.append(row)
+            print(f"seed {seed} ({row['threads']} threads) done at {time.perf_counter() - start:.0f}s: "
+                  f"SFT {row['sft_accuracy']:.1%}, GRPO {row['grpo_before']:.1%} → {row['grpo_after']:.1%} "
+                  f"in {row['grpo_steps']} steps" + (f", TRL {row['trl_after']:.1%}" if "trl_after" in row else ""),
+                  flush=True)
+    rows.sort(key=lambda r: (r["seed"], -r["threads"]))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"runs": rows, "seconds": time.perf_counter() - start,
+                               "date": time.strftime("%Y-%m-%d")}, indent=1))
+    print("\n" + table(rows))
+    missed = [m for r in rows for m in goals_missed(r)]
+    return 1 if missed or len(rows) < len(args.seeds) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
