@@ -76,17 +76,28 @@ def _scorer(source_dataset: str) -> Callable[[str | None, dict], float]:
     return reasoning_gym.get_score_answer_fn(source_dataset)
 
 
+# reasoning-gym's propositional-logic parser re-scans the string at every level of nesting: a
+# chain of 1,000 "¬" or "Q ∧ " costs seconds per answer, so one long completion could stall a
+# whole training step. A conclusion drawn from the course's premises (a few dozen characters
+# each) fits well inside these limits; anything longer is not graded (score 0).
+MAX_ANSWER_CHARS = 4096
+ANSWER_CHAR_LIMITS: dict[str, int] = {"propositional_logic": 256}
+
+
 def raw_score(answer: str | None, entry: dict[str, Any]) -> float:
     """reasoning-gym's own score for ``answer``, partial credit included (0..1).
 
     Use :func:`correctness_reward` for training; this one exists to show the audit.
     A scorer that raises on malformed model text gives 0.0: model text is untrusted input,
-    and a crash is not a correct answer.
+    and a crash is not a correct answer. An answer over the task's length limit
+    (:data:`ANSWER_CHAR_LIMITS`, else :data:`MAX_ANSWER_CHARS`) gives 0.0 without calling the scorer.
     """
     source = entry.get("metadata", {}).get("source_dataset")
     if source is None:
         raise ValueError("entry has no metadata['source_dataset']; pass an item made by reasoning_gym.create_dataset")
     if answer is None:
+        return 0.0
+    if len(answer) > ANSWER_CHAR_LIMITS.get(source, MAX_ANSWER_CHARS):
         return 0.0
     try:
         return float(_scorer(source)(answer, entry))
@@ -94,14 +105,65 @@ def raw_score(answer: str | None, entry: dict[str, Any]) -> float:
         return 0.0
 
 
+def _truth_table(expr, variables: list[str]) -> tuple[bool, ...] | None:
+    """The formula's value under every assignment of ``variables`` — its normal form: two formulas
+    with the same table say the same thing. ``None`` when it names anything else."""
+    import itertools
+
+    leaves, stack = set(), [expr]
+    while stack:
+        node = stack.pop()
+        if node.operator is None:
+            leaves.add(str(node.left).strip())
+        else:
+            stack.extend(n for n in (node.left, node.right) if n is not None)
+    if not leaves <= set(variables):
+        return None
+    rows = itertools.product((False, True), repeat=len(variables))
+    return tuple(expr.evaluate(dict(zip(variables, row))) for row in rows)
+
+
+def echoes_premise(answer: str, entry: dict[str, Any]) -> bool:
+    """True when a propositional-logic ``answer`` says no more than one of the question's premises.
+
+    Why: a premise follows from the premises, so reasoning-gym's scorer pays 1.0 for copying one
+    verbatim — the task asks to *infer* a conclusion, and a policy finds the copy long before the
+    logic. "The same premise" is judged after normalising to the truth table over the question's
+    variables, so rewrites that add nothing — ``(Q ∧ Q)``, ``¬¬Q``, ``(P ∨ Q)`` for ``(Q ∨ P)``,
+    spacing, brackets — are echoes too. An answer naming a symbol that is not one of the question's
+    variables, or that cannot be parsed, counts as an echo: fail closed.
+    """
+    from reasoning_gym.logic.propositional_logic import Expression
+
+    meta = entry["metadata"]
+    variables = sorted(meta["variables"])
+    try:
+        table = _truth_table(Expression.from_string(answer), variables)
+        if table is None:
+            return True
+        return any(table == _truth_table(Expression.from_string(p), variables) for p in meta["premises"])
+    except Exception:  # noqa: BLE001 — untrusted text; an answer we cannot check is not paid
+        return True
+
+
+# Holes in reasoning-gym's scorers that the course's reward closes, by task: an answer the scorer
+# pays in full but that this check rejects earns 0. Chapter 1's audit shows each one.
+REJECT_FULL_SCORE: dict[str, Callable[[str, dict[str, Any]], bool]] = {"propositional_logic": echoes_premise}
+
+
 def correctness_reward(answer: str | None, entry: dict[str, Any]) -> float:
     """1.0 only for a full-score answer under reasoning-gym's scorer, else 0.0.
 
     Why binarize: reasoning-gym's default scorer pays ``len(oracle)/len(answer)`` to any
     answer that *contains* the oracle, so "Yes No" earns 0.5 against "Yes". A policy trained
-    on that reward learns to hedge. Binarizing closes the hole.
+    on that reward learns to hedge. Binarizing closes the hole. A full score is still refused
+    when :data:`REJECT_FULL_SCORE` names a hole for the task (a propositional-logic answer that
+    merely repeats a premise: :func:`echoes_premise`).
     """
-    return 1.0 if raw_score(answer, entry) >= 1.0 else 0.0
+    if raw_score(answer, entry) < 1.0:
+        return 0.0
+    reject = REJECT_FULL_SCORE.get(entry["metadata"]["source_dataset"])
+    return 0.0 if reject is not None and reject(answer, entry) else 1.0
 
 
 @dataclass(frozen=True)

@@ -105,3 +105,62 @@ def test_huge_input_is_fast():
     start = time.perf_counter()
     extract_answer(text), format_reward(text)
     assert time.perf_counter() - start < 1.0
+
+
+# ---- issue 17 item 6: the propositional-logic premise echo
+
+PL_ENTRIES = [e for seed in (0, 31337, 999_001) for e in reasoning_gym.create_dataset("propositional_logic", size=200,
+                                                                                      seed=seed)]
+
+
+def test_copying_a_premise_earns_nothing_though_reasoning_gym_pays_it():
+    premises = [(p, e) for e in PL_ENTRIES for p in e["metadata"]["premises"]]
+    paid_raw = [p for p, e in premises if raw_score(p, e) >= 1.0]
+    assert len(paid_raw) > 0.4 * len(premises), "the hole this test guards should exist in reasoning-gym's scorer"
+    assert [p for p, e in premises if correctness_reward(p, e) > 0] == []
+
+
+def test_rewrites_that_add_nothing_to_a_premise_earn_nothing():
+    entry = next(e for e in PL_ENTRIES if "(Q → P)" in e["metadata"]["premises"])
+    for echo in ("(Q → P)", "Q→P", " ( (Q → P) ) ", "¬¬(Q → P)", "((Q → P) ∧ (Q → P))", "(¬Q ∨ P)", "(P ∨ ¬Q)"):
+        assert raw_score(echo, entry) >= 1.0, echo  # reasoning-gym pays every one of them
+        assert correctness_reward(echo, entry) == 0.0, echo
+    assert correctness_reward("(Q ∨ q)", entry) == 0.0  # a symbol the question does not have
+
+
+def test_genuine_conclusions_still_earn_full_credit():
+    import itertools
+
+    from reasoning_gym.logic.propositional_logic import Expression
+
+    def says(formula, variables):
+        expr = Expression.from_string(formula)
+        return tuple(expr.evaluate(dict(zip(variables, row))) for row in itertools.product((False, True),
+                                                                                          repeat=len(variables)))
+
+    checked = 0
+    for e in PL_ENTRIES:
+        meta = e["metadata"]
+        answer, variables = meta["example_answer"], sorted(meta["variables"])
+        new = all(says(answer, variables) != says(p, variables) for p in meta["premises"])
+        if raw_score(answer, e) >= 1.0 and new:
+            assert correctness_reward(answer, e) == 1.0, (answer, meta["premises"])
+            checked += 1
+    assert checked > 300
+    # the conjunction of two different premises is new information, and is paid
+    e = next(e for e in PL_ENTRIES if len(set(e["metadata"]["premises"])) >= 2 and "¬" not in e["metadata"]["premises"][0])
+    a, b = sorted(set(e["metadata"]["premises"]))[:2]
+    if raw_score(f"({a} ∧ {b})", e) >= 1.0 and not any(says(f"({a} ∧ {b})", sorted(e["metadata"]["variables"]))
+                                                       == says(p, sorted(e["metadata"]["variables"]))
+                                                       for p in e["metadata"]["premises"]):
+        assert correctness_reward(f"({a} ∧ {b})", e) == 1.0
+
+
+def test_long_propositional_answers_are_refused_fast():
+    import time
+
+    entry = PL_ENTRIES[1]
+    for text in ("¬" * 20_000 + "Q", "Q ∧ " * 5_000 + "Q", "(" * 50_000 + "Q" + ")" * 50_000):
+        start = time.perf_counter()
+        assert correctness_reward(text, entry) == 0.0
+        assert time.perf_counter() - start < 0.5
