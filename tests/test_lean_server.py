@@ -53,7 +53,7 @@ def test_health_and_empty_batch(server):
 
 @pytest.mark.parametrize("mode, count, expect", [
     ("500", 1, "valid"), ("429", 2, "valid"), ("malformed", 1, "valid"), ("drop", 1, "valid"),
-    ("500", 10, "server_error"), ("malformed", 10, "server_error"), ("drop", 10, "server_error"),
+    ("500", 1000, "server_error"), ("malformed", 10, "server_error"), ("drop", 10, "server_error"),
 ])
 def test_faults_retry_then_give_every_proof_a_verdict(server, mode, count, expect):
     server.fault(mode, count)
@@ -102,8 +102,8 @@ def test_pool_exhaustion_is_429_then_server_error():
     ({"error": "something broke"}, "server_error"),
     ({"response": {"message": "unknown env"}}, "repl_error"),
     (ERR, "lean_error"),
-    ({"response": {"messages": [{"severity": "warning", "data": "declaration uses 'sorry'"}], "sorries": [{}]}}, "sorry"),
-    ({"response": {"messages": [{"severity": "warning", "data": "declaration uses 'sorry'"}]}}, "valid"),
+    ({"response": {"env": 0, "messages": [{"severity": "warning", "data": "declaration uses 'sorry'"}], "sorries": [{}]}}, "sorry"),
+    ({"response": {"env": 0, "messages": [{"severity": "warning", "data": "declaration uses 'sorry'"}]}}, "valid"),
     (VALID, "valid"),
 ])
 def test_classify_both_paths_agree(result, status):
