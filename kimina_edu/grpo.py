@@ -32,8 +32,12 @@ def group_advantages(
         raise ValueError(f"rewards must be [B, G]; got shape {tuple(rewards.shape)}")
     if rewards.shape[1] < 2:
         raise ValueError("each group needs G >= 2 completions: a group of one has no baseline to compare with")
-    if torch.isnan(rewards).any():
-        raise ValueError("rewards contain NaN; fix the reward function (every completion needs a number)")
+    bad = ~torch.isfinite(rewards)
+    if bad.any():
+        where = [tuple(i) for i in bad.nonzero().tolist()[:3]]
+        raise ValueError(f"rewards contain {int(bad.sum())} non-finite value(s) (NaN or ±inf), first at [question, "
+                         f"completion] {where}: an infinite reward makes every advantage in its group NaN. Fix the "
+                         "reward function so each completion gets a finite number")
     centered = rewards - rewards.mean(dim=1, keepdim=True)
     # float32 mean of (0.85, 0.85, 0.85) is not exactly 0.85: without this line an all-equal
     # group would get tiny non-zero advantages (±6e-4 after the std division) — pure noise.
@@ -113,6 +117,7 @@ def policy_loss(
     ratio_level: Literal["token", "sequence"] = "token",
     ref_logp: torch.Tensor | None = None,
     beta: float = 0.0,
+    token_weight: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The clipped surrogate ``-min(r·A, clip(r, 1-eps_low, 1+eps_high)·A)``, aggregated.
 
@@ -120,6 +125,8 @@ def policy_loss(
     ``eps_high > eps_low`` is DAPO's "clip-higher". ``ratio_level="sequence"`` uses one
     ratio per completion, the exp of its mean token log-ratio (GSPO, arXiv 2507.18071).
     With ``ref_logp`` and ``beta > 0`` a k3 KL penalty is added per token before aggregation.
+    ``token_weight`` (detached, ``[N, T]``) scales each token's clipped term before the KL, as TRL
+    applies its vLLM importance weights.
 
     Returns the scalar loss and stats: clip fractions, mean ratio, approx KL(old‖new) (k3).
     """
@@ -138,6 +145,8 @@ def policy_loss(
     unclipped = ratio * adv
     clipped = torch.clamp(ratio, 1 - eps_low, 1 + eps_high) * adv
     per_token = -torch.min(unclipped, clipped)
+    if token_weight is not None:  # e.g. truncated importance weights for another engine's samples (TRL order)
+        per_token = per_token * token_weight.detach()
     kl = None
     if ref_logp is not None and beta > 0:
         kl = kl_k3(logp, ref_logp)
