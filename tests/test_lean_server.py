@@ -180,3 +180,62 @@ def test_reward_requires_valid_proof_and_format(server):
     assert lean_reward(good, P["formal_statement"], Verdict("0", "valid")) == 1.0
     assert lean_reward(good, P["formal_statement"], Verdict("0", "lean_error")) == 0.0
     assert lean_reward(good + "!", P["formal_statement"], Verdict("0", "valid")) == 0.0
+
+
+# ------------------------------------------------------------------ behaviours of the real servers (issue 16/17)
+
+
+def test_auth_before_body_and_fault_switches_need_the_key():
+    with StandinServer({"good": VALID}, api_key="s3cret") as url:
+        assert httpx.post(url + "/api/check", json={"snippets": []}).status_code == 401  # not 422
+        assert httpx.post(url + "/api/check", content=b"not json").status_code == 401
+        wrong = {"Authorization": "Bearer s3cres"}
+        assert httpx.post(url + "/_standin/faults", json={"mode": "500"}, headers=wrong).status_code == 401
+        assert httpx.get(url + "/_standin/stats").status_code == 401
+        assert httpx.post(url + "/_standin/faults", json={"mode": "none", "count": 0},
+                          headers={"Authorization": "s3cret"}).status_code == 200  # "Bearer " is optional
+
+
+def test_a_crashing_snippet_fails_alone_after_the_split():
+    script = {f"import Init\n\ngood{i}": VALID for i in range(8)} | {"import Init\n\ncrash": {"crash": True}}
+    codes = [f"import Init\n\ngood{i}" for i in range(7)]
+    codes.insert(4, "import Init\n\ncrash")
+    with StandinServer(script) as url:
+        raw = httpx.post(url + "/api/check", json={"snippets": [{"id": str(i), "code": c} for i, c in enumerate(codes)]})
+        assert raw.status_code == 500
+        verdicts = LeanVerifier(url, batch_size=8, retries=2, backoff=0.01, line_scheme="relative").verify(codes)
+    assert [v.status for v in verdicts] == ["valid"] * 4 + ["server_error"] + ["valid"] * 3
+
+
+def test_per_snippet_no_available_repls_and_the_response_poll():
+    with StandinServer({"import Init\n\ngood": VALID}, workers=1, latency=0.3, max_wait=0.05, poll=0.1,
+                       no_repls_answer="snippet") as url:
+        body = {"snippets": [{"id": str(i), "code": "import Init\n\ngood"} for i in range(3)]}
+        start = time.perf_counter()
+        raw = httpx.post(url + "/api/check", json=body).json()["results"]
+        took = time.perf_counter() - start
+        assert sorted(r.get("error", "ok") for r in raw) == ["No available REPLs", "No available REPLs", "ok"]
+        assert took >= 0.3 and abs(took / 0.1 - round(took / 0.1)) < 0.5  # answered on a poll tick
+        verdicts = LeanVerifier(url, batch_size=3, repls=1, concurrency=1, retries=6, backoff=0.05,
+                                line_scheme="relative").verify(["import Init\n\ngood"] * 3)
+    assert [v.status for v in verdicts] == ["valid"] * 3
+
+
+@pytest.mark.parametrize("scheme", ["relative", "absolute"])
+def test_line_scheme_probe_against_the_standin(scheme):
+    from kimina_edu.lean.client import forget_line_schemes
+
+    forget_line_schemes()
+    with StandinServer({}, line_scheme=scheme) as url:
+        assert LeanVerifier(url).resolve_line_scheme() == scheme
+    forget_line_schemes()
+
+
+def test_pool_sized_client_gets_every_valid_proof_through_two_workers():
+    # in flight: 2 x the pool; the HTTP timeout covers the turns a proof may wait (header + body each)
+    codes = [f"import Init\n\ntheorem t{i} : True := trivial" for i in range(48)]
+    with StandinServer({c: VALID for c in codes}, workers=2, latency=0.02) as url:
+        v = LeanVerifier(url, repls=2, timeout=1, line_scheme="relative")
+        assert v.concurrency == 1 and v.http_timeout >= 4 * 2 * v.timeout
+        verdicts = v.verify(codes)
+    assert all(x.valid for x in verdicts)

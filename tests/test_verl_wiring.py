@@ -85,11 +85,11 @@ def test_compute_score_through_the_standin(monkeypatch):
     good = passing_response(p)
     with StandinServer({extract_proof(good, p["formal_statement"]): {"response": {"env": 0, "messages": []}}}) as url:
         monkeypatch.setenv("LEAN_SERVER_API_URL", url)
-        reward._verifier.cache_clear()
+        reward.reset_verifier()
         info = to_verl_row(p, "train")["extra_info"]
         ok = reward.compute_score(p["data_source"], good, GROUND_TRUTH, info)
         bad = reward.compute_score(p["data_source"], good + "\n!", GROUND_TRUTH, info)
-    reward._verifier.cache_clear()
+    reward.reset_verifier()
     assert (ok["score"], ok["acc"], ok["format_error"]) == (1.0, 1.0, "NONE")
     assert (bad["score"], bad["acc"], bad["format_error"]) == (0.0, 1.0, "NO_VALID_LEAN4_CODE_BLOCK")
     assert ok["tool_feedback"] == VALID_FEEDBACK and ok["pred"].startswith("import Mathlib")

@@ -22,13 +22,21 @@ def lean_reward(response: str, formal_statement: str, verdict: Verdict | None) -
     return 1.0 if check_format(response, formal_statement) is FormatError.NONE else 0.0
 
 
+LEAN_STATUSES = ("lean_error", "sorry")  # verdicts about the proof; every other failure is about the verifier
+
+
 def score_batch(responses: list[str], formal_statements: list[str], verifier: LeanVerifier,
-                prompts: list[list[dict]] | None = None, *, line_scheme: LineScheme = "relative") -> list[dict[str, Any]]:
+                prompts: list[list[dict]] | None = None, *,
+                line_scheme: LineScheme | None = None) -> list[dict[str, Any]]:
     """Score a batch: per item ``score``, ``acc`` (Lean validity alone), ``format_error``,
-    ``feedback`` (for the second turn) and ``pred`` (the code sent to Lean, or None).
+    ``feedback`` (for the second turn), ``pred`` (the code sent to Lean, or None) and ``status``.
 
     ``prompts``: the conversation each response answers; with it, every assistant turn is
     format-checked (a second turn inherits its first turn's format error).
+    ``line_scheme``: how the server numbers error lines; ``None`` asks the verifier
+    (:meth:`LeanVerifier.resolve_line_scheme`, probed once per server), only when a proof failed.
+    Feedback for a failure that is not Lean's verdict on the proof (server, timeout, malformed
+    answer, input) is ``# System Error`` text, which :class:`SecondTurnCache` never caches.
     """
     if len(responses) != len(formal_statements) or (prompts is not None and len(prompts) != len(responses)):
         raise ValueError("responses, formal_statements (and prompts) must have the same length")
@@ -41,6 +49,8 @@ def score_batch(responses: list[str], formal_statements: list[str], verifier: Le
     proofs = [extract_proof(r, s) for r, s in zip(responses, formal_statements)]
     to_check = [i for i, p in enumerate(proofs) if p is not None]
     verdicts = dict(zip(to_check, verifier.verify([proofs[i] for i in to_check]))) if to_check else {}
+    if line_scheme is None and any(v.status in LEAN_STATUSES for v in verdicts.values()):
+        line_scheme = verifier.resolve_line_scheme()
     rows = []
     for i, (fmt, proof) in enumerate(zip(format_errors, proofs)):
         verdict = verdicts.get(i)
@@ -49,8 +59,10 @@ def score_batch(responses: list[str], formal_statements: list[str], verifier: Le
             feedback = FILTERED_FEEDBACK
         elif verdict.valid:
             feedback = VALID_FEEDBACK
+        elif verdict.status in LEAN_STATUSES:
+            feedback = build_feedback(proof, verdict.response or {}, line_scheme=line_scheme or "relative")
         else:
-            feedback = build_feedback(proof, verdict.response or {"error": verdict.error}, line_scheme=line_scheme)
+            feedback = build_feedback(proof, {"error": f"{verdict.status}: {verdict.error or 'no detail'}"})
         rows.append({"score": acc * (fmt is FormatError.NONE), "acc": acc, "format_error": fmt.name,
                      "feedback": feedback, "pred": proof, "status": verdict.status if verdict else "not_sent"})
     return rows

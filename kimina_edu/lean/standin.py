@@ -10,13 +10,30 @@ so, so nothing unscripted can ever count as valid.
 
 Fault switches (for tests): ``POST /_standin/faults {"mode": "...", "count": n}`` makes the next
 n requests to ``/api/check`` fail with ``500``, ``429``, ``malformed`` JSON, a ``drop``ped
-connection, or a ``slow`` reply (sleeps ``slow_seconds``).
+connection, or a ``slow`` reply (sleeps ``slow_seconds``). The switches need the API key when
+the server has one, and the key is compared in constant time (``hmac.compare_digest``).
+
+Behaviours of the real servers the client must survive (``kimina-lean-server`` HEAD and PyPI
+``kimina-ast-server``, read from their code and run with a fake REPL):
+
+- auth is checked **before** the body is validated (401 before 422);
+- a scripted ``{"crash": true}`` snippet makes the whole request answer HTTP 500, as HEAD does
+  when one snippet's REPL dies or answers empty;
+- pool exhaustion answers ``429`` for the whole request (HEAD) or, with
+  ``--no-repls-answer snippet``, HTTP 200 with a per-snippet ``"No available REPLs"`` error
+  (kimina-ast-server);
+- ``--poll 0.1`` answers at the next 0.1 s tick after the request arrived (the real server's
+  response poll);
+- ``#check`` lines of an unscripted snippet answer an ``info`` message on that line, numbered
+  as ``--line-scheme`` says (``relative`` to the body after the import header, or
+  ``absolute``), so the client's line-scheme probe works against the stand-in.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import hmac
 import json
 import socket
 import subprocess
@@ -25,7 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, field_validator
 
@@ -64,32 +81,67 @@ class VerifyRequest(BaseModel):
     disable_cache: bool = False
 
 
-def unscripted_result(sid: str) -> dict[str, Any]:
+def _header_lines(code: str) -> int:
+    """Lines the real server splits off as the header (``split_snippet``)."""
+    count = 0
+    for line in code.splitlines():
+        if line.strip() and not line.strip().startswith("import "):
+            break
+        count += 1
+    return count
+
+
+def unscripted_result(sid: str, code: str = "", line_scheme: str = "relative") -> dict[str, Any]:
+    """The stand-in's notice as an error (nothing unscripted is ever valid); a ``#check`` line
+    answers an ``info`` message instead, numbered as ``line_scheme`` says."""
+    lines = code.splitlines()
+    offset = _header_lines(code)
+    checks = [n for n, line in enumerate(lines[offset:], 1) if line.startswith("#check")]
+    if checks:
+        shift = offset if line_scheme == "absolute" else 0
+        return {"id": sid, "time": 0.0, "response": {"env": 1, "messages": [
+            {"severity": "info", "pos": {"line": n + shift, "column": 0}, "endPos": {"line": n + shift, "column": 6},
+             "data": "stand-in: #check answered without Lean"} for n in checks]}}
     return {"id": sid, "time": 0.0, "response": {"env": 0, "messages": [
         {"severity": "error", "pos": {"line": 1, "column": 0}, "endPos": {"line": 1, "column": 1}, "data": STANDIN_NOTICE}]}}
 
 
+class _Crash(Exception):
+    """A scripted snippet whose REPL "dies": the whole request answers 500, as the real server does."""
+
+
 def create_app(script: dict[str, dict] | None = None, *, workers: int = 8, latency: float = 0.0,
-               max_wait: float = 60.0, api_key: str | None = None):
-    """The FastAPI app. ``script`` maps code → ``{"response": …}`` or ``{"error": …}``."""
+               max_wait: float = 60.0, api_key: str | None = None, poll: float = 0.0,
+               no_repls_answer: str = "429", line_scheme: str = "relative"):
+    """The FastAPI app. ``script`` maps code → ``{"response": …}``, ``{"error": …}`` or ``{"crash": true}``."""
+    if no_repls_answer not in ("429", "snippet") or line_scheme not in ("relative", "absolute"):
+        raise ValueError("no_repls_answer must be '429' or 'snippet'; line_scheme 'relative' or 'absolute'")
 
     app = FastAPI(title="kimina-lean-server stand-in (test double, not a proof checker)")
     state = {"script": dict(script or {}), "pool": asyncio.Semaphore(workers), "fault": None, "fault_count": 0,
              "slow_seconds": 5.0, "checked": 0}
 
     def authorize(request: Request):
+        """A FastAPI dependency, so it runs before the body is validated (401 before 422, as the real server)."""
         if api_key is None:
             return
         header = request.headers.get("Authorization")
         if not header:
             raise HTTPException(status_code=401, detail="Missing API key")
-        if header.removeprefix("Bearer ").strip() != api_key:
+        given = header.removeprefix("Bearer ").strip()
+        if not hmac.compare_digest(given.encode("utf-8", "surrogateescape"), api_key.encode("utf-8")):
             raise HTTPException(status_code=401, detail="Invalid API key")
+
+    async def answer_at_poll(start: float) -> None:
+        if poll > 0:
+            await asyncio.sleep(poll - (time.perf_counter() - start) % poll)
 
     async def run_one(sid: str, code: str, timeout: int) -> dict[str, Any]:
         try:
             await asyncio.wait_for(state["pool"].acquire(), timeout=max_wait)
         except TimeoutError:
+            if no_repls_answer == "snippet":
+                return {"id": sid, "error": "No available REPLs"}
             raise HTTPException(status_code=429, detail="No available REPLs") from None
         start = time.perf_counter()
         try:
@@ -100,7 +152,9 @@ def create_app(script: dict[str, dict] | None = None, *, workers: int = 8, laten
             state["checked"] += 1
             scripted = state["script"].get(code)
             if scripted is None:
-                return unscripted_result(sid)
+                return unscripted_result(sid, code, line_scheme)
+            if scripted.get("crash"):
+                raise _Crash(sid)
             return {"id": sid, "time": time.perf_counter() - start, **scripted}
         finally:
             state["pool"].release()
@@ -109,19 +163,19 @@ def create_app(script: dict[str, dict] | None = None, *, workers: int = 8, laten
     async def health():
         return {"status": "ok"}
 
-    @app.post("/_standin/faults")
+    @app.post("/_standin/faults", dependencies=[Depends(authorize)])
     async def faults(body: dict):
         state["fault"], state["fault_count"] = body.get("mode"), int(body.get("count", 1))
         state["slow_seconds"] = float(body.get("slow_seconds", state["slow_seconds"]))
         return {"mode": state["fault"], "count": state["fault_count"]}
 
-    @app.get("/_standin/stats")
+    @app.get("/_standin/stats", dependencies=[Depends(authorize)])
     async def stats():
         return {"checked": state["checked"]}
 
-    @app.post("/api/check")
-    async def check(req: CheckRequest, request: Request):
-        authorize(request)
+    @app.post("/api/check", dependencies=[Depends(authorize)])
+    async def check(req: CheckRequest):
+        start = time.perf_counter()
         if state["fault"] and state["fault_count"] > 0:
             state["fault_count"] -= 1
             mode = state["fault"]
@@ -135,12 +189,15 @@ def create_app(script: dict[str, dict] | None = None, *, workers: int = 8, laten
                 await asyncio.sleep(state["slow_seconds"])
             if mode == "drop":
                 return _DroppedResponse()
-        results = await asyncio.gather(*(run_one(s.id, s.code, req.timeout) for s in req.snippets))
+        try:
+            results = await asyncio.gather(*(run_one(s.id, s.code, req.timeout) for s in req.snippets))
+        except _Crash as crash:
+            return JSONResponse({"detail": f"REPL for snippet {crash} died"}, status_code=500)
+        await answer_at_poll(start)
         return {"results": list(results)}
 
-    @app.post("/verify")
-    async def verify(req: VerifyRequest, request: Request):
-        authorize(request)
+    @app.post("/verify", dependencies=[Depends(authorize)])
+    async def verify(req: VerifyRequest):
         results = await asyncio.gather(*(run_one(str(c.custom_id), c.proof or c.code or "", req.timeout)
                                          for c in req.codes))
         out = []
@@ -178,13 +235,17 @@ class StandinServer:
     """
 
     def __init__(self, script: dict[str, dict] | None = None, *, workers: int = 8, latency: float = 0.0,
-                 max_wait: float = 60.0, api_key: str | None = None, script_path: str | Path | None = None):
+                 max_wait: float = 60.0, api_key: str | None = None, script_path: str | Path | None = None,
+                 poll: float = 0.0, no_repls_answer: str = "429", line_scheme: str = "relative"):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._script_path = Path(script_path) if script_path else None
         self._script = script
+        self.api_key = api_key
         self.args = ["--port", str(self.port), "--workers", str(workers), "--latency", str(latency),
-                     "--max-wait", str(max_wait)] + (["--api-key", api_key] if api_key else [])
+                     "--max-wait", str(max_wait), "--poll", str(poll), "--no-repls-answer", no_repls_answer,
+                     "--line-scheme", line_scheme]
+        self._env = {"KIMINA_STANDIN_API_KEY": api_key} if api_key else {}
         self.proc: subprocess.Popen | None = None
 
     def __enter__(self) -> str:
@@ -200,8 +261,11 @@ class StandinServer:
             self._script_path = Path(tmp.name)
         if self._script_path:
             args += ["--script", str(self._script_path)]
+        import os
+
+        # the key travels in the environment, not argv: argv is readable by every user (ps)
         self.proc = subprocess.Popen([sys.executable, "-m", "kimina_edu.lean.standin", *args],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, **self._env})
         deadline = time.time() + 30
         while time.time() < deadline:
             if self.proc.poll() is not None:
@@ -217,8 +281,9 @@ class StandinServer:
     def fault(self, mode: str, count: int = 1, slow_seconds: float = 5.0) -> None:
         import httpx
 
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         httpx.post(self.url + "/_standin/faults", json={"mode": mode, "count": count, "slow_seconds": slow_seconds},
-                   timeout=5).raise_for_status()
+                   headers=headers, timeout=5).raise_for_status()
 
     def __exit__(self, *exc) -> None:
         if self.proc and self.proc.poll() is None:
@@ -239,10 +304,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--latency", type=float, default=0.0, help="seconds per snippet")
     parser.add_argument("--max-wait", type=float, default=60.0, help="seconds to wait for a free worker before 429")
     parser.add_argument("--script", help="JSON file mapping code to a result ({'response': …} or {'error': …})")
-    parser.add_argument("--api-key")
+    parser.add_argument("--api-key", help="bearer key (default: $KIMINA_STANDIN_API_KEY; none: no auth)")
+    parser.add_argument("--poll", type=float, default=0.0, help="answer at the next tick of this period (real: 0.1)")
+    parser.add_argument("--no-repls-answer", choices=["429", "snippet"], default="429",
+                        help="pool exhausted: 429 for the request (kimina-lean-server) or per snippet (kimina-ast-server)")
+    parser.add_argument("--line-scheme", choices=["relative", "absolute"], default="relative")
     args = parser.parse_args(argv)
+    import os
+
     script = json.loads(Path(args.script).read_text()) if args.script else {}
-    app = create_app(script, workers=args.workers, latency=args.latency, max_wait=args.max_wait, api_key=args.api_key)
+    app = create_app(script, workers=args.workers, latency=args.latency, max_wait=args.max_wait,
+                     api_key=args.api_key or os.environ.get("KIMINA_STANDIN_API_KEY") or None, poll=args.poll,
+                     no_repls_answer=args.no_repls_answer, line_scheme=args.line_scheme)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", backlog=4096)
 
 

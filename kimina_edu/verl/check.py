@@ -77,7 +77,7 @@ def check_reward() -> str:
     script = {extract_proof(r, p["formal_statement"]): {"response": {"env": 0, "messages": []}}
               for r, p in zip(responses[:2], problems[:2])}
     with StandinServer(script) as url:
-        reward_module._verifier.cache_clear()
+        reward_module.reset_verifier()
         import os
 
         os.environ["LEAN_SERVER_API_URL"] = url

@@ -13,17 +13,40 @@ The dict's keys become ``reward_extra_info``: ``acc`` drives ``val-core`` and pa
 from __future__ import annotations
 
 import os
-from functools import lru_cache
+import threading
 from typing import Any
 
 from kimina_edu.lean.client import LeanVerifier
 from kimina_edu.lean.reward import score_batch
 
+_LOCK = threading.Lock()
+_VERIFIER: LeanVerifier | None = None
 
-@lru_cache(maxsize=1)
-def _verifier() -> LeanVerifier:
-    # LEAN_SERVER_API_URL / LEAN_SERVER_API_KEY, as kimina-client reads them; the recipe's 60 s timeout
-    return LeanVerifier(timeout=int(os.environ.get("LEAN_SERVER_TIMEOUT", "60")), batch_size=1)
+
+def get_verifier() -> LeanVerifier:
+    """The process-wide verifier verl's reward workers share, built from the environment on first use:
+    ``LEAN_SERVER_API_URL`` / ``LEAN_SERVER_API_KEY`` (as kimina-client reads them),
+    ``LEAN_SERVER_MAX_REPLS`` (the server's pool, sizes the client), ``LEAN_SERVER_TIMEOUT``
+    (the recipe's 60 s) and ``LEAN_SERVER_LINE_SCHEME`` (``relative``/``absolute``; unset: probed
+    once per server)."""
+    global _VERIFIER
+    with _LOCK:
+        if _VERIFIER is None:
+            scheme = os.environ.get("LEAN_SERVER_LINE_SCHEME") or None
+            _VERIFIER = LeanVerifier(timeout=int(os.environ.get("LEAN_SERVER_TIMEOUT", "60")), batch_size=1,
+                                     line_scheme=scheme)
+        return _VERIFIER
+
+
+def reset_verifier() -> None:
+    """Forget the shared verifier (and probed line schemes): the next call reads the environment
+    again — after pointing ``LEAN_SERVER_API_URL`` at another server, for instance."""
+    global _VERIFIER
+    from kimina_edu.lean.client import forget_line_schemes
+
+    with _LOCK:
+        _VERIFIER = None
+    forget_line_schemes()
 
 
 def _row(result: dict[str, Any], response: str) -> dict[str, Any]:
@@ -46,5 +69,5 @@ def compute_score_batch(data_sources: list[str], solution_strs: list[str], groun
                              "kimina_edu.verl.data.prepare_data")
     prompts = [list(info.get("prompt") or []) for info in extra_infos]
     results = score_batch(list(solution_strs), [info["formal_statement"] for info in extra_infos],
-                          verifier or _verifier(), prompts if any(prompts) else None)
+                          verifier or get_verifier(), prompts if any(prompts) else None)
     return [_row(r, s) for r, s in zip(results, solution_strs)]
