@@ -6,13 +6,14 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 VERL_VENV := .venv-verl
+LEAN_VENV := .venv-lean
 UV_VERSION := 0.13.9
 # uv resolves for this Python and platform; /opt/wheels (where this course's machines keep the CPU
 # torch wheel) is used when present, so the lock holds the CPU build's dependency set.
 UV_COMPILE = $(VENV)/bin/uv pip compile -q --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
 	$(if $(wildcard /opt/wheels),--find-links /opt/wheels) --custom-compile-command "make lock"
 
-.PHONY: help install course smoke test lab bench verl-check lint clean lock pocket robustness
+.PHONY: help install course smoke test lab bench verl-check lean-check lint clean lock pocket robustness
 
 help:
 	@echo "make course      run every notebook headless into runs/<timestamp>/ (full sizes, CPU ok)"
@@ -20,6 +21,7 @@ help:
 	@echo "make lab         JupyterLab on notebooks/"
 	@echo "make bench       every script under benchmarks/, one table of ratios (runs/bench.json)"
 	@echo "make verl-check  separate .venv-verl with verl 0.9.1; checks chapter 8's wiring"
+	@echo "make lean-check  separate .venv-lean with the real kimina-lean-server code + a fake Lean REPL; contract tests"
 	@echo "make robustness  chapters 3 → 4 → 5 over five seeds: the course's figures as ranges"
 	@echo "make pocket      rebuild the shipped pocket model here and compare it with data/pocket/"
 	@echo "make lock        re-resolve pyproject.toml into the lock files and environment.yml"
@@ -40,15 +42,16 @@ course: $(STAMP)
 smoke: $(STAMP)
 	$(PY) -m kimina_edu.course --smoke
 
-test: $(STAMP) $(VERL_VENV)/.installed
+test: $(STAMP) $(VERL_VENV)/.installed $(LEAN_VENV)/.installed
 	$(PY) -m pytest tests -ra --durations=15
 	$(VERL_VENV)/bin/python -m kimina_edu.verl.check
+	$(LEAN_VENV)/bin/python -m pytest tests/test_lean_real_server.py -ra -p no:cacheprovider
 
 lab: $(STAMP)
 	$(PY) -m pip install -q -r requirements-lab.lock
 	$(VENV)/bin/jupyter lab notebooks/
 
-bench: $(STAMP)
+bench: $(STAMP) $(LEAN_VENV)/.installed
 	$(PY) -m benchmarks.run_all
 
 lint: $(STAMP)
@@ -65,6 +68,18 @@ $(VERL_VENV)/.installed: kimina_edu/verl/requirements-verl.lock
 
 verl-check: $(VERL_VENV)/.installed
 	$(VERL_VENV)/bin/python -m kimina_edu.verl.check
+
+# kimina-ast-server 2.1.3 (the real kimina-lean-server code) needs fastapi==0.116.1 and installs its own
+# kimina_client module: own venv. Lean itself is replaced by kimina_edu/lean/fake_repl.py.
+$(LEAN_VENV)/.installed: kimina_edu/lean/requirements-lean.txt
+	test -x $(LEAN_VENV)/bin/python || $(PYTHON) -m venv $(LEAN_VENV)
+	$(LEAN_VENV)/bin/python -m pip install -q --upgrade pip
+	$(LEAN_VENV)/bin/python -m pip install -q -r kimina_edu/lean/requirements-lean.txt
+	$(LEAN_VENV)/bin/python -m pip install -q --no-deps -e .
+	touch $@
+
+lean-check: $(LEAN_VENV)/.installed
+	$(LEAN_VENV)/bin/python -m pytest tests/test_lean_real_server.py -ra -p no:cacheprovider
 
 # Re-resolve every environment; torch's local build tag is dropped (see kimina_edu/environment.py).
 lock: $(STAMP)
