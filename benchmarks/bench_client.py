@@ -16,11 +16,12 @@ N, LATENCY, WORKERS = 2048, 0.05, 32
 
 
 def main():
-    codes = [f"theorem t{i} : True := by trivial" for i in range(N)]
+    # with an import header, as real proofs have: header-less snippets share a REPL environment
+    codes = [f"import Mathlib\n\ntheorem t{i} : True := by trivial" for i in range(N)]
     server = StandinServer({}, workers=WORKERS, latency=LATENCY)
     with server as url:
         server_process = psutil.Process(server.proc.pid)
-        verifier = LeanVerifier(url, concurrency=32, batch_size=8)
+        verifier = LeanVerifier(url, repls=WORKERS, concurrency=32, batch_size=8, line_scheme="relative")
         verifier.verify(codes[:64])  # warm-up: connections, imports
         cpu0, server0 = resource.getrusage(resource.RUSAGE_SELF), server_process.cpu_times()
         start = time.perf_counter()

@@ -9,6 +9,25 @@ import time
 from kimina_edu.lean.data import load_offline_problems
 from kimina_edu.lean.examples import failing_examples
 from kimina_edu.lean.format import check_format
+from kimina_edu.lean.proof import extract_proof
+
+# 1 MB of each adversarial shape (issue 16: a lean4 block of `--` lines was quadratic, 1 MB never finished)
+MB = 1_000_000
+SHAPES = {"-- comment lines": "  -- c\n", "unclosed /-": "/-", "```lean4 openers": "```lean4\n",
+          "```tactics openers": "```tactics\n", "<think> tags": "<think>", "---/- markers": "---/-/--",
+          "theorem := floods": "theorem :="}
+
+
+def adversarial_texts(unit: str) -> list[str]:
+    body = unit * (MB // len(unit))
+    two_tactics = "<think>\n```tactics\nx\n```\n```tactics\ny\n```\n"
+    return [f"{two_tactics}</think>\n```lean4\n{body}\n```", f"{two_tactics}{body}</think>\n```lean4\nx\n```",
+            body, f"```lean4\n{body}"]
+
+
+def check_and_extract(text: str, stmt: str) -> None:
+    check_format(text, stmt)
+    extract_proof(text, stmt)
 
 
 def regex_baseline(text: str) -> bool:
@@ -46,7 +65,14 @@ def main():
     adversarial = [("<think>" * 5_000 + "```lean4\nx\n```", problems[0]["formal_statement"])]
     adv_ours = timed(check_format, adversarial)
     adv_base = timed(lambda t, s: regex_baseline(t), adversarial)
+    stmt = problems[0]["formal_statement"]
+    prose = [(t.replace(u, "x" * len(u)), stmt) for u in SHAPES.values() for t in adversarial_texts(u)[:1]]
+    worst_name, worst = max(((name, timed(check_and_extract, [(t, stmt) for t in adversarial_texts(u)]) / 4)
+                             for name, u in SHAPES.items()), key=lambda x: x[1])
+    plain = timed(check_and_extract, prose) / len(prose)
     print(json.dumps({"benchmark": "format", "figures": [
+        {"figure": f"1 MB adversarial, worst: {worst_name}", "value": worst, "unit": "s",
+         "baseline": "1 MB of plain letters", "baseline_value": plain, "ratio": worst / plain, "goal": "< 1 s"},
         {"figure": f"10k responses (~{mean_kb:.1f} KB) check_format", "value": ours, "unit": "s",
          "baseline": "regex scan of the first checks", "baseline_value": base, "ratio": ours / base, "goal": "< 5 s"},
         {"figure": "35 KB of unclosed <think> tags", "value": adv_ours, "unit": "s", "baseline": "regex scan",

@@ -137,7 +137,8 @@ def test_linear_time_on_adversarial_megabyte(shape, size):
     unit = {"dash_comments": "  -- c\n", "open_blocks": "/-", "openers": "```lean4\n", "tactics_openers": "```tactics\n",
             "think_tags": "<think>", "nested_markers": "---/-/--", "statement_floods": "theorem :="}[shape]
     body = unit * (size // len(unit))
-    texts = [f"<think>\n```tactics\nx\n```\n</think>\n```lean4\n{body}\n```",
+    two_tactics = "<think>\n```tactics\nx\n```\n```tactics\ny\n```\n"
+    texts = [f"{two_tactics}</think>\n```lean4\n{body}\n```", f"{two_tactics}{body}</think>\n```lean4\nx\n```",
              body, f"```lean4\n{body}"]
     for text in texts:
         start = time.perf_counter()
