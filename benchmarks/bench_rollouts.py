@@ -9,7 +9,8 @@ import time
 
 import torch
 
-from kimina_edu.models import chat_prompt, generate, load_policy, lora_config
+from kimina_edu.models import load_policy, lora_config
+from kimina_edu.rollouts import chat_prompt, encode_prompts, generate
 from kimina_edu.sft import ensure_sft_adapter
 from kimina_edu.tasks import SEEDS, make_entries
 from kimina_edu.trainer import GRPOTrainer, TrainConfig, TransformersBackend
@@ -31,8 +32,11 @@ def main():
 
     backend = TransformersBackend()
 
-    def batched():  # what GRPOTrainer runs: the backend, merged-LoRA copy included
-        return backend.generate(model, tok, prompts, CFG)[1]
+    prompt_ids = encode_prompts(tok, prompts)
+
+    def batched():  # what GRPOTrainer runs per step (one round per step here): merged-LoRA copy included
+        backend.load_policy(model)
+        return backend.generate(tok, prompt_ids, CFG.sampling()).completion_ids
 
     def per_question():  # the article's loop: one generate(num_return_sequences=G) per question, LoRA unmerged
         return [c for p in prompts for c in generate(model, tok, [p], max_new_tokens=CFG.max_new_tokens,

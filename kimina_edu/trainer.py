@@ -11,7 +11,6 @@ chapter 1's :mod:`kimina_edu.rewards`. This file only wires them to a model.
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import random
@@ -23,8 +22,14 @@ from pathlib import Path
 import torch
 
 from kimina_edu.grpo import group_advantages, policy_loss
-from kimina_edu.models import chat_prompt
 from kimina_edu.rewards import RewardBreakdown, score_completion
+from kimina_edu.rollouts import (
+    SamplingSettings,
+    TransformersBackend,
+    VLLMBackend,
+    chat_prompt,
+    encode_prompts,
+)
 from kimina_edu.tasks import SEEDS, make_entries
 
 
@@ -57,6 +62,9 @@ class TrainConfig:
     eps_high: float | None = None
     beta: float = 0.0  # k3 KL to the reference (the model with adapters disabled)
     mask_truncated: bool = False
+    # vLLM samples only: cap C of the truncated importance weight min(π_learner/π_vLLM, C) that
+    # corrects the two engines' numerical gap (TRL's vllm_importance_sampling_clip_max default)
+    tis_cap: float = 3.0
     eval_every: int = 0  # held-out accuracy every N steps (0: only when asked)
     log_rollouts: int = 4  # rollouts per step written to rollouts.jsonl for the browser
     checkpoint_every: int = 0
@@ -64,6 +72,11 @@ class TrainConfig:
 
     # fields that may differ on resume without changing what is being trained
     RESUMABLE = ("steps", "eval_every", "checkpoint_every", "log_rollouts")
+
+    def sampling(self) -> SamplingSettings:
+        """What the rollout backend needs from this config (:mod:`kimina_edu.rollouts`)."""
+        return SamplingSettings(max_new_tokens=self.max_new_tokens, temperature=self.temperature, top_p=self.top_p,
+                                min_p=self.min_p, n=self.group_size, seed=self.seed)
 
     @classmethod
     def cpu_pocket(cls, **overrides) -> TrainConfig:
@@ -93,60 +106,13 @@ class Rollout:
     advantage: float
     reward: float
     truncated: bool
+    # the sampler's own log-prob of each completion token when it is not the learner's model
+    # (vLLM): the trainer corrects the gap with truncated importance sampling
+    sampler_logp: list[float] | None = None
 
 
-# ------------------------------------------------------------------ generation backends
-
-
-class TransformersBackend:
-    """Batched, KV-cached ``model.generate``: all B·G samples in one call.
-
-    A LoRA policy samples from a merged copy (``W + B·A·scale`` in one matrix per layer), made
-    fresh each round — the same idea as pushing weights into vLLM: each decoding step then runs
-    one matmul per layer instead of three. The trained model is not touched. Measured on the
-    pocket model (``benchmarks/bench_rollouts.py``): about 3.0–3.3× the article's per-question loop
-    (3.3–3.5× timed in sequence, against 2.5–2.9× in sequence through the unmerged adapter).
-    """
-
-    name = "transformers"
-
-    def generate(self, model, tok, prompts: list[str], cfg: TrainConfig):
-        from kimina_edu.models import generate
-
-        # collect_experience has put the model in eval mode; the copy inherits it
-        sampler = copy.deepcopy(model).merge_and_unload() if hasattr(model, "peft_config") else model
-        return generate(sampler, tok, prompts, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
-                        top_p=cfg.top_p, min_p=cfg.min_p, num_return_sequences=cfg.group_size)
-
-
-class VLLMBackend:
-    """vLLM rollouts on a CUDA GPU. Thin on purpose and **not exercised by the tests** (no GPU
-    here): it loads the base model into vLLM once and pushes the policy's merged weights
-    before each collection round."""
-
-    name = "vllm"
-
-    def __init__(self, model_path: str, gpu_memory_utilization: float = 0.5):
-        from vllm import LLM
-
-        self.llm = LLM(model=model_path, gpu_memory_utilization=gpu_memory_utilization, enable_prefix_caching=True)
-
-    def _sync(self, model):
-        merged = model.merge_and_unload() if hasattr(model, "merge_and_unload") else model
-        runner = self.llm.llm_engine.model_executor.driver_worker.model_runner
-        runner.model.load_weights(merged.state_dict().items())
-
-    def generate(self, model, tok, prompts, cfg: TrainConfig):
-        from vllm import SamplingParams
-
-        self._sync(model)
-        params = SamplingParams(n=cfg.group_size, temperature=cfg.temperature, top_p=cfg.top_p, min_p=cfg.min_p,
-                                max_tokens=cfg.max_new_tokens)
-        outs = self.llm.generate(prompts, params, use_tqdm=False)
-        prompt_ids = [list(o.prompt_token_ids) for o in outs]
-        completions = [list(c.token_ids) for o in outs for c in o.outputs]
-        return prompt_ids, completions
-
+# The generation backends live in kimina_edu/rollouts.py; TransformersBackend and VLLMBackend are
+# imported above so that ``from kimina_edu.trainer import TransformersBackend`` keeps working.
 
 # ------------------------------------------------------------------ log-probs
 
@@ -168,24 +134,114 @@ def pad_batch(rollouts: list[Rollout], pad_id: int):
     return ids, attn, comp_mask, old
 
 
-def completion_logprobs(model, rollouts: list[Rollout], pad_id: int, *, with_entropy: bool = False):
-    """Per-token log-probs of each completion under ``model``: ``[N, T_completion]`` (+ entropy)."""
-    ids, attn, comp_mask, _ = pad_batch(rollouts, pad_id)
-    ids, attn = ids.to(model.device), attn.to(model.device)
-    logits = model(input_ids=ids, attention_mask=attn).logits.float()
-    logp_all = torch.log_softmax(logits[:, :-1], dim=-1)
-    targets = ids[:, 1:]
-    token_logp = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    # completion token j of sequence i sits at position len(prompt_i) + j; predicted from the one before
-    out = torch.zeros(comp_mask.shape, device=model.device)
-    ent = torch.zeros(comp_mask.shape, device=model.device)
+LOGPROB_CHUNK = 256  # positions per block: one block's fp32 copy of the logits is chunk × vocab × 4 bytes
+
+
+class _TokenLogProb(torch.autograd.Function):
+    """``log softmax(logits)[target]`` = ``logits[target] − logsumexp(logits)``, a block of positions at a time.
+
+    ``torch.log_softmax`` over the whole ``[N, T, vocab]`` writes another full-size tensor (fp32
+    after ``.float()``) and keeps it for backward; here only a block is ever upcast, nothing
+    full-size is kept but the logits themselves, and backward rebuilds each block's softmax:
+    d/dlogits = onehot(target) − softmax. The same idea as TRL's ``selective_log_softmax`` and
+    verl's ``logprobs_from_logits`` (written here from the formula, not from their code).
+    """
+
+    @staticmethod
+    def forward(ctx, logits, targets, chunk):
+        flat, tgt = logits.view(-1, logits.shape[-1]), targets.reshape(-1)
+        out = torch.empty(tgt.shape, dtype=torch.float32, device=logits.device)
+        for s in range(0, flat.shape[0], chunk):
+            block = flat[s : s + chunk].float()
+            out[s : s + chunk] = block.gather(1, tgt[s : s + chunk, None]).squeeze(1) - torch.logsumexp(block, dim=-1)
+        ctx.save_for_backward(logits, targets)
+        ctx.chunk = chunk
+        return out.view(targets.shape)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        logits, targets = ctx.saved_tensors
+        flat, tgt, g = logits.view(-1, logits.shape[-1]), targets.reshape(-1), grad_out.reshape(-1).float()
+        grad = torch.empty_like(flat)
+        for s in range(0, flat.shape[0], ctx.chunk):
+            e = min(s + ctx.chunk, flat.shape[0])
+            block = torch.softmax(flat[s:e].float(), dim=-1).mul_(-g[s:e, None])
+            block.scatter_add_(1, tgt[s:e, None], g[s:e, None])
+            grad[s:e] = block
+        return grad.view_as(logits), None, None
+
+
+def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, chunk: int = LOGPROB_CHUNK) -> torch.Tensor:
+    """fp32 log-probability of ``targets`` under ``logits`` (``[..., vocab]`` → ``[...]``), differentiable,
+    without a full-vocabulary log-softmax in memory."""
+    if logits.shape[:-1] != targets.shape:
+        raise ValueError(f"logits {tuple(logits.shape)} and targets {tuple(targets.shape)} disagree")
+    return _TokenLogProb.apply(logits.contiguous(), targets, chunk)
+
+
+@torch.no_grad()
+def token_entropy(logits: torch.Tensor, chunk: int = LOGPROB_CHUNK) -> torch.Tensor:
+    """Entropy of each position's distribution (``logsumexp − Σ p·logit``), a block at a time; no gradient."""
+    flat = logits.reshape(-1, logits.shape[-1])
+    out = torch.empty(flat.shape[0], dtype=torch.float32, device=logits.device)
+    for s in range(0, flat.shape[0], chunk):
+        block = flat[s : s + chunk].float()
+        lse = torch.logsumexp(block, dim=-1)
+        out[s : s + chunk] = lse - (torch.softmax(block, dim=-1) * block).sum(-1)
+    return out.view(logits.shape[:-1])
+
+
+def completion_logprobs(model, rollouts: list[Rollout], pad_id: int, *, with_entropy: bool = False,
+                        chunk: int = LOGPROB_CHUNK):
+    """Per-token log-probs of each completion under ``model``: ``[N, T_completion]`` (+ entropy).
+
+    Only completion positions are scored: prompts are left-padded and completions right-padded
+    (TRL's layout), so every completion starts in the same column and the model is asked for the
+    logits of those T columns alone (``logits_to_keep``) — the prompt's positions never reach the
+    vocabulary projection. The log-prob of the chosen token is its logit minus a blockwise
+    logsumexp (:func:`token_logprobs`). Position ids follow the attention mask, so left padding
+    does not shift a sequence's positions.
+    """
+    if not rollouts or any(not r.prompt_ids or not r.completion_ids for r in rollouts):
+        raise ValueError("completion_logprobs needs rollouts with a non-empty prompt and completion each")
+    width_p = max(len(r.prompt_ids) for r in rollouts)
+    width_c = max(len(r.completion_ids) for r in rollouts)
+    ids = torch.full((len(rollouts), width_p + width_c), pad_id, dtype=torch.long)
+    attn = torch.zeros_like(ids)
+    comp_mask = torch.zeros((len(rollouts), width_c))
     for i, r in enumerate(rollouts):
-        start, n = len(r.prompt_ids) - 1, len(r.completion_ids)
-        out[i, :n] = token_logp[i, start : start + n]
-        if with_entropy:
-            p = logp_all[i, start : start + n].detach()
-            ent[i, :n] = -(p.exp() * p).sum(-1)
-    return (out, comp_mask.to(model.device), ent) if with_entropy else (out, comp_mask.to(model.device))
+        p, c = len(r.prompt_ids), len(r.completion_ids)
+        ids[i, width_p - p : width_p + c] = torch.tensor(r.prompt_ids + r.completion_ids)
+        attn[i, width_p - p : width_p + c] = 1
+        comp_mask[i, :c] = 1
+    positions = (attn.cumsum(-1) - 1).clamp(min=0)
+    # completion token j sits in column width_p + j and is predicted by the logits of the column before
+    keep = torch.arange(width_p - 1, width_p + width_c - 1)
+    device = model.device
+    logits = model(input_ids=ids.to(device), attention_mask=attn.to(device), position_ids=positions.to(device),
+                   logits_to_keep=keep.to(device)).logits
+    if logits.shape[1] != width_c:  # a model that ignores logits_to_keep: same numbers, more memory
+        logits = logits[:, keep.to(device)]
+    targets = ids[:, width_p:].to(device)
+    logp = token_logprobs(logits, targets, chunk) * comp_mask.to(device)
+    if not with_entropy:
+        return logp, comp_mask.to(device)
+    return logp, comp_mask.to(device), token_entropy(logits.detach(), chunk) * comp_mask.to(device)
+
+
+def truncated_importance_weights(learner_logp: torch.Tensor, sampler_logp: torch.Tensor, mask: torch.Tensor,
+                                 cap: float) -> torch.Tensor:
+    """``min(π_learner / π_sampler, cap)`` per token, detached — truncated importance sampling.
+
+    vLLM samples with its own kernels (bf16, fused attention, another reduction order), so the
+    tokens come from a distribution slightly different from the one the learner differentiates;
+    weighting each token's loss by this ratio makes the update an estimate under the learner's
+    policy again, and the cap keeps a rare token's weight from blowing the step up. Yao et al.
+    2025, "Your efficient RL framework secretly brings you off-policy RL training" (TIS); TRL 1.16
+    ``vllm_importance_sampling_mode="token_truncate"``. Padding positions get weight 1.
+    """
+    diff = ((learner_logp - sampler_logp) * mask).detach()
+    return torch.exp(diff).clamp(max=cap)
 
 
 # ------------------------------------------------------------------ the trainer
@@ -222,12 +278,17 @@ class GRPOTrainer:
         buffer, rewards_all, parts, lengths, truncated, gen_tokens, gen_seconds = [], [], [], [], [], 0, 0.0
         logged = []
         self.model.eval()
+        settings = cfg.sampling()
+        t0 = time.perf_counter()
+        self.backend.load_policy(self.model)  # once per step: the weights have moved since the last collection
+        gen_seconds += time.perf_counter() - t0
         for _ in range(rounds):
             entries = [self.train_entries[self.data_rng.randrange(len(self.train_entries))]
                        for _ in range(cfg.questions_per_batch)]
-            prompts = [chat_prompt(tok, e["question"]) for e in entries]
+            prompt_ids = encode_prompts(tok, [chat_prompt(tok, e["question"]) for e in entries])
             t0 = time.perf_counter()
-            prompt_ids, completions = self.backend.generate(self.model, tok, prompts, cfg)
+            gen = self.backend.generate(tok, prompt_ids, settings)
+            prompt_ids, completions = gen.prompt_ids, gen.completion_ids
             gen_seconds += time.perf_counter() - t0
             gen_tokens += sum(len(c) for c in completions)
             texts = tok.batch_decode(completions, skip_special_tokens=True)
@@ -235,7 +296,8 @@ class GRPOTrainer:
             rewards = torch.tensor([s.total for s in scores]).view(cfg.questions_per_batch, cfg.group_size)
             adv = group_advantages(rewards, scale=cfg.scale).flatten()
             rows = [Rollout(prompt_ids[i // cfg.group_size], c, [], float(adv[i]), scores[i].total,
-                            tok.eos_token_id not in c) for i, c in enumerate(completions)]
+                            tok.eos_token_id not in c, None if gen.sampler_logp is None else gen.sampler_logp[i])
+                    for i, c in enumerate(completions)]
             if not self.on_policy_update():
                 old_logp, _ = completion_logprobs(self.model, rows, tok.pad_token_id)
                 for r, lp in zip(rows, old_logp):
@@ -316,12 +378,31 @@ class GRPOTrainer:
         ref_logp = None
         if cfg.beta > 0:
             ref_logp = self._reference_logprobs(mb)
+        weight = self._sampler_weights(mb, old, mask)
         loss, stats = policy_loss(logp, old, adv, mask, loss_type=cfg.loss_type, eps_low=cfg.eps_low,
-                                  eps_high=cfg.eps_high, max_len=cfg.max_new_tokens, ref_logp=ref_logp, beta=cfg.beta)
+                                  eps_high=cfg.eps_high, max_len=cfg.max_new_tokens, ref_logp=ref_logp, beta=cfg.beta,
+                                  token_weight=weight)
         (loss * scale).backward()
         stats["loss"] = loss.item()
         stats["entropy"] = ((entropy * mask).sum() / mask.sum()).item()
+        if weight is not None:
+            stats["tis_weight_mean"] = ((weight * mask).sum() / mask.sum()).item()
+            stats["tis_capped_frac"] = (((weight >= cfg.tis_cap).float() * mask).sum() / mask.sum()).item()
         return stats
+
+    def _sampler_weights(self, mb: list[Rollout], learner_logp: torch.Tensor, mask: torch.Tensor):
+        """Truncated importance weights when another engine sampled (vLLM); ``None`` when the
+        learner's own model did (transformers), where the ratio is exactly 1."""
+        given = [r.sampler_logp is not None for r in mb]
+        if not any(given):
+            return None
+        if not all(given) or any(len(r.sampler_logp) != len(r.completion_ids) for r in mb):
+            raise RuntimeError("sampler log-probs are missing or mis-sized for some rollouts of this minibatch: "
+                               "every rollout must come from the same backend, one log-prob per completion token")
+        sampler = torch.zeros_like(learner_logp)
+        for i, r in enumerate(mb):
+            sampler[i, : len(r.sampler_logp)] = torch.tensor(r.sampler_logp, dtype=sampler.dtype)
+        return truncated_importance_weights(learner_logp, sampler, mask, self.cfg.tis_cap)
 
     @torch.no_grad()
     def _reference_logprobs(self, mb: list[Rollout]) -> torch.Tensor:
@@ -416,4 +497,7 @@ __all__ = [
     "completion_logprobs",
     "pad_batch",
     "read_log",
+    "token_entropy",
+    "token_logprobs",
+    "truncated_importance_weights",
 ]

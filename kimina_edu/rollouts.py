@@ -1,0 +1,345 @@
+"""Chapter 4 — sampling the policy: prompts in, completions out, behind one small settings object.
+
+Two backends with one interface, so the trainer never branches on which one samples:
+
+    backend.load_policy(model)                          # once per optimizer step: the weights moved
+    gen = backend.generate(tok, prompt_ids, settings)   # any number of rounds with those weights
+
+- :class:`TransformersBackend` — batched, KV-cached ``model.generate`` on the CPU or a GPU.
+- :class:`VLLMBackend` — vLLM in the same process on a CUDA GPU ("colocate", as TRL calls it).
+  It also returns vLLM's own log-probability of every sampled token, because vLLM's kernels
+  (bf16, fused, another reduction order) do not compute exactly the learner's distribution;
+  the trainer uses them to correct that gap (truncated importance sampling, see
+  :func:`kimina_edu.trainer.truncated_importance_weights`).
+
+Prompts go in as **token ids**, encoded once with ``add_special_tokens=False``: the chat template
+already wrote every special token, and a tokenizer that adds a BOS would otherwise let the two
+backends see different prompts.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import random
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from kimina_edu.rewards import SYSTEM_PROMPT
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    """How to sample: everything a backend needs, nothing about learning.
+
+    ``n``: samples per prompt (GRPO's group size G). ``temperature == 0``: greedy.
+    ``min_p``: drop tokens under ``min_p`` × the top token's probability (0: off).
+    ``seed``: base seed of the sampler's own random stream, for backends that own one (vLLM);
+    ``None`` leaves seeding to the caller (the transformers backend draws from torch's global
+    generator, which the trainer seeds and checkpoints).
+    """
+
+    max_new_tokens: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    min_p: float = 0.0
+    n: int = 1
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.max_new_tokens < 1:
+            problems.append(f"max_new_tokens must be ≥ 1 (got {self.max_new_tokens})")
+        if not self.temperature >= 0:
+            problems.append(f"temperature must be ≥ 0 (got {self.temperature})")
+        if not 0 < self.top_p <= 1:
+            problems.append(f"top_p must be in (0, 1] (got {self.top_p})")
+        if not 0 <= self.min_p < 1:
+            problems.append(f"min_p must be in [0, 1) (got {self.min_p})")
+        if self.n < 1:
+            problems.append(f"n must be ≥ 1 (got {self.n})")
+        if problems:
+            raise ValueError("invalid sampling settings: " + "; ".join(problems))
+
+
+@dataclass
+class Generation:
+    """One backend call's result. ``completion_ids`` is prompt-major: the ``n`` samples of prompt 0
+    first. ``sampler_logp[i][j]``: the sampler's log-probability of completion token j of sample i
+    (vLLM), or ``None`` when the sampler is the learner's own model (transformers)."""
+
+    prompt_ids: list[list[int]]
+    completion_ids: list[list[int]]
+    sampler_logp: list[list[float]] | None = None
+
+
+# ------------------------------------------------------------------ prompts
+
+
+def chat_prompt(tok, question: str, system: str = SYSTEM_PROMPT) -> str:
+    """The prompt text the policy sees: system + user turns through the chat template."""
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": question}]
+    return tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+
+def encode_prompts(tok, prompts: list[str]) -> list[list[int]]:
+    """Token ids of each prompt, exactly as written: no BOS or other special token added."""
+    ids = tok(list(prompts), add_special_tokens=False)["input_ids"]
+    empty = [i for i, row in enumerate(ids) if not row]
+    if empty:
+        raise ValueError(f"prompts {empty[:5]} encode to no tokens: a prompt needs at least one token")
+    return [list(row) for row in ids]
+
+
+# ------------------------------------------------------------------ transformers sampling
+
+
+def trim_completion(row: list[int], eos_id: int | None, pad_id: int | None) -> list[int]:
+    """Cut a generated row after its first end-of-turn token (kept: the policy chose to stop), or
+    drop the padding ``generate`` appends once a row has finished."""
+    if eos_id is not None and eos_id in row:
+        return row[: row.index(eos_id) + 1]
+    return [t for t in row if t != pad_id]
+
+
+def generate_ids(model, tok, prompt_ids: list[list[int]], settings: SamplingSettings) -> list[list[int]]:
+    """One batched, KV-cached ``model.generate`` call from token ids; completions prompt-major.
+
+    Prompts are left-padded here (whatever the tokenizer's side) so every row's next token sits
+    in the last column; ``generate`` derives position ids from the attention mask.
+    """
+    import torch
+
+    if not prompt_ids or any(not row for row in prompt_ids):
+        raise ValueError("generate_ids needs at least one prompt, each with at least one token")
+    pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    width = max(len(row) for row in prompt_ids)
+    ids = torch.full((len(prompt_ids), width), pad_id, dtype=torch.long)
+    attn = torch.zeros((len(prompt_ids), width), dtype=torch.long)
+    for i, row in enumerate(prompt_ids):
+        ids[i, width - len(row):] = torch.tensor(row)
+        attn[i, width - len(row):] = 1
+    sample = settings.temperature > 0
+    kwargs: dict[str, Any] = {"do_sample": sample, "max_new_tokens": settings.max_new_tokens,
+                              "num_return_sequences": settings.n, "pad_token_id": pad_id,
+                              "eos_token_id": tok.eos_token_id}
+    if sample:
+        kwargs.update(temperature=settings.temperature, top_p=settings.top_p, top_k=0)
+        if settings.min_p > 0:
+            kwargs["min_p"] = settings.min_p
+    with torch.no_grad():
+        out = model.generate(input_ids=ids.to(model.device), attention_mask=attn.to(model.device), **kwargs)
+    return [trim_completion(row, tok.eos_token_id, pad_id) for row in out[:, width:].tolist()]
+
+
+def generate(model, tok, prompts: list[str], *, max_new_tokens: int, temperature: float = 0.0,
+             top_p: float = 1.0, min_p: float = 0.0, num_return_sequences: int = 1, seed: int | None = None):
+    """One batched, KV-cached ``generate`` call over many prompt texts (notebooks, evaluation).
+
+    Returns ``(prompt_ids, completion_ids)``: per-sequence token lists (padding removed),
+    completions ordered prompt-major (all samples of prompt 0 first). Greedy when
+    ``temperature == 0``. ``seed`` re-seeds torch's global generator first.
+    """
+    import torch
+
+    if seed is not None:
+        torch.manual_seed(seed)
+    settings = SamplingSettings(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, min_p=min_p,
+                                n=num_return_sequences)
+    prompt_ids = encode_prompts(tok, prompts)
+    return prompt_ids, generate_ids(model, tok, prompt_ids, settings)
+
+
+class TransformersBackend:
+    """Batched, KV-cached ``model.generate``: all B·G samples of a round in one call.
+
+    A LoRA policy samples from a merged copy (``W + B·A·scale`` in one matrix per layer), made
+    once per optimizer step in :meth:`load_policy` — the same idea as pushing weights into vLLM:
+    each decoding step then runs one matmul per layer instead of three, and the trained model is
+    not touched. Its speed against the article's per-question loop is measured by
+    ``benchmarks/bench_rollouts.py`` (README, "Speed").
+    """
+
+    name = "transformers"
+
+    def __init__(self) -> None:
+        self._sampler = None
+
+    def load_policy(self, model) -> None:
+        """Take the policy's current weights; call again after every optimizer step."""
+        sampler = copy.deepcopy(model).merge_and_unload() if hasattr(model, "peft_config") else model
+        self._sampler = sampler.eval()
+
+    def generate(self, tok, prompt_ids: list[list[int]], settings: SamplingSettings) -> Generation:
+        if self._sampler is None:
+            raise RuntimeError("TransformersBackend.generate before load_policy(model): load the policy first")
+        return Generation([list(p) for p in prompt_ids], generate_ids(self._sampler, tok, prompt_ids, settings))
+
+
+# ------------------------------------------------------------------ vLLM sampling
+
+# PEFT wraps the model as ``base_model.model.<the original names>``; a LoRA layer keeps the
+# original weight under ``.base_layer`` and adds ``lora_A``/``lora_B``/… tensors vLLM has no slot
+# for (its loader raises ValueError on an unknown name: vllm/model_executor/models/utils.py:417,
+# v0.30.0). Same cleaning as TRL 1.16 (trl/generation/vllm_generation.py, _iter_named_params).
+_PEFT_PREFIX = "base_model.model."
+_ADAPTER_TENSOR = re.compile(r"\.(lora_[A-Za-z_]+|original_module)\.")
+
+
+def vllm_weights(model) -> Iterator[tuple[str, Any]]:
+    """``(name, tensor)`` pairs of the policy's *merged* weights under the names of the base
+    checkpoint — what vLLM's ``load_weights`` expects — computed without touching ``model``.
+
+    For each LoRA layer the tensor is ``base + delta`` (PEFT's own ``get_delta_weight``: the same
+    matrix ``merge_and_unload`` would write), one layer at a time, so the adapter stays separate and
+    trainable and no second copy of the model is made. TRL instead merges in place and unmerges
+    after the push (``merge_adapter`` … ``unmerge_adapter``), which leaves rounding drift in the
+    base weights; computing the sum aside avoids it. Tied embeddings come once (``named_parameters``
+    de-duplicates them), as vLLM wants.
+    """
+    import torch
+
+    peft_cfg = getattr(model, "peft_config", None) or {}
+    if any(getattr(c, "use_dora", False) for c in peft_cfg.values()):
+        raise ValueError("vllm_weights does not merge DoRA adapters: train with use_dora=False to sample with vLLM")
+    modules = dict(model.named_modules())
+    for name, param in model.named_parameters():
+        if _ADAPTER_TENSOR.search(name):
+            continue  # an adapter's own tensor: already inside the merged weight below
+        tensor = param.detach()
+        if ".base_layer." in name:
+            owner_name, _, leaf = name.partition(".base_layer.")
+            owner = modules[owner_name]
+            if leaf == "weight" and not getattr(owner, "merged", False):
+                with torch.no_grad():
+                    for adapter in owner.active_adapters:
+                        if adapter in getattr(owner, "lora_A", {}) or adapter in getattr(owner, "lora_embedding_A", {}):
+                            tensor = tensor + owner.get_delta_weight(adapter).to(tensor.dtype)
+            name = f"{owner_name}.{leaf}"
+        name = name.removeprefix(_PEFT_PREFIX)
+        name = re.sub(r"\.modules_to_save\.[^.]+\.", ".", name)
+        if "lora_" in name or "base_layer" in name or name.startswith("base_model."):
+            raise RuntimeError(f"vllm_weights could not map parameter {name!r} to a checkpoint name")
+        yield name, tensor
+
+
+class VLLMBackend:
+    """vLLM rollouts in the learner's process, on a CUDA GPU. Pinned: vLLM 0.30.0 (the ``gpu`` extra).
+
+    **Engine access** (read in vLLM 0.30.0's source, ``vllm/v1/engine/llm_engine.py``): ``LLMEngine``
+    sets ``self.model_executor`` only when it is *not* in multiprocess mode (lines 128–130), and it
+    takes that mode from ``VLLM_ENABLE_V1_MULTIPROCESSING`` (default 1: lines 161 and 179). So the
+    backend sets it to 0 before building ``LLM``; TRL gets the same by passing
+    ``distributed_executor_backend="external_launcher"`` under ``accelerate`` (that backend sets the
+    variable itself: ``vllm/config/parallel.py:962``), which a single-process course run does not
+    need. The model then sits at ``llm.llm_engine.model_executor.driver_worker.model_runner.model``
+    (the path vLLM itself reads in ``LLMEngine._get_driver_model_for_cleanup``, lines 449–452;
+    ``driver_worker`` forwards attributes to the GPU worker, ``vllm/v1/worker/worker_base.py:357``).
+
+    **Weights**: :meth:`load_policy` pushes the merged weights (:func:`vllm_weights`) once per
+    optimizer step — not once per ``generate`` call — then calls ``llm.reset_prefix_cache()``: with
+    prefix caching on, the chat-template prefix every prompt shares would otherwise keep KV blocks
+    computed with the old weights.
+
+    **Sampler–learner gap**: ``logprobs_mode="raw_logprobs"`` makes vLLM return the sampled token's
+    log-probability under the model's raw distribution — the quantity the learner computes — so
+    the difference between the two is only the engines' numerics. TRL sets
+    ``"processed_logprobs"`` because its learner divides logits by the temperature; ours does not.
+
+    **Seeding**: ``LLM(seed=…)`` seeds vLLM's global generator; each request also carries its own
+    seed drawn from ``settings.seed`` and the call count, so a rerun samples the same completions
+    (vLLM gives the ``n`` samples of a request seeds ``seed + index``:
+    ``vllm/v1/engine/parallel_sampling.py:75-80``).
+    """
+
+    name = "vllm"
+
+    def __init__(self, model_path: str, *, gpu_memory_utilization: float = 0.3, max_model_len: int | None = None,
+                 seed: int = 0, dtype: str = "auto", **llm_kwargs: Any):
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # in-process engine: see the class docstring
+        try:
+            from vllm import LLM
+        except ImportError:
+            raise RuntimeError("VLLMBackend needs vLLM on a CUDA machine: pip install -e '.[gpu]'") from None
+        self.llm = LLM(model=model_path, gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
+                       enable_prefix_caching=True, seed=seed, dtype=dtype, logprobs_mode="raw_logprobs", **llm_kwargs)
+        self.syncs = 0  # weight pushes so far: one per optimizer step
+        self._calls = 0
+        self._loaded = False
+
+    def engine_model(self):
+        """vLLM's in-process ``nn.Module`` (the path is explained in the class docstring)."""
+        try:
+            return self.llm.llm_engine.model_executor.driver_worker.model_runner.model
+        except AttributeError as exc:
+            raise RuntimeError(
+                f"vLLM's model is not reachable in this process ({exc}). VLLMBackend needs vLLM 0.30 with "
+                "VLLM_ENABLE_V1_MULTIPROCESSING=0 set before vLLM is imported; install the pinned "
+                "version with pip install -e '.[gpu]'") from None
+
+    def load_policy(self, model) -> None:
+        """Push the policy's merged weights into vLLM and drop the KV blocks computed with the old ones."""
+        target = self.engine_model()
+        for name, tensor in vllm_weights(model):
+            target.load_weights([(name, tensor)])  # one tensor at a time, as TRL does: no second copy
+        self.llm.reset_prefix_cache()
+        self.syncs += 1
+        self._loaded = True
+
+    def generate(self, tok, prompt_ids: list[list[int]], settings: SamplingSettings) -> Generation:
+        from vllm import SamplingParams
+
+        if not self._loaded:
+            raise RuntimeError("VLLMBackend.generate before load_policy(model): vLLM still holds the base weights")
+        if not prompt_ids or any(not row for row in prompt_ids):
+            raise ValueError("generate needs at least one prompt, each with at least one token")
+        rng = random.Random(f"{settings.seed}/{self._calls}")
+        self._calls += 1
+        params = [SamplingParams(n=settings.n, temperature=settings.temperature, top_p=settings.top_p,
+                                 min_p=settings.min_p, max_tokens=settings.max_new_tokens, logprobs=0,
+                                 seed=None if settings.seed is None else rng.randrange(2**31))
+                  for _ in prompt_ids]
+        requests = [{"prompt_token_ids": list(p)} for p in prompt_ids]
+        outs = self.llm.generate(requests, params, use_tqdm=False)
+        return _read_vllm_outputs(outs, prompt_ids, settings.n)
+
+
+def _read_vllm_outputs(outs, prompt_ids: list[list[int]], n: int) -> Generation:
+    """Completions and their sampled-token log-probs from vLLM's ``RequestOutput`` list; anything
+    unexpected (a missing request, a wrong count, a token without its log-prob) is an error."""
+    if len(outs) != len(prompt_ids):
+        raise RuntimeError(f"vLLM returned {len(outs)} results for {len(prompt_ids)} prompts")
+    completions, logps = [], []
+    for k, (out, sent) in enumerate(zip(outs, prompt_ids)):
+        if list(out.prompt_token_ids) != list(sent):
+            raise RuntimeError(f"vLLM result {k} answers another prompt than the one sent")
+        if len(out.outputs) != n:
+            raise RuntimeError(f"vLLM returned {len(out.outputs)} samples for prompt {k}, expected {n}")
+        for sample in out.outputs:
+            ids = list(sample.token_ids)
+            if sample.logprobs is None or len(sample.logprobs) != len(ids):
+                raise RuntimeError(f"vLLM returned no log-prob for some tokens of prompt {k} (logprobs=0 was asked)")
+            row = []
+            for position, token in zip(sample.logprobs, ids):
+                if token not in position:
+                    raise RuntimeError(f"vLLM's log-probs for prompt {k} miss the sampled token {token}")
+                row.append(float(position[token].logprob))
+            completions.append(ids)
+            logps.append(row)
+    return Generation([list(p) for p in prompt_ids], completions, logps)
+
+
+__all__ = [
+    "Generation",
+    "SamplingSettings",
+    "TransformersBackend",
+    "VLLMBackend",
+    "chat_prompt",
+    "encode_prompts",
+    "generate",
+    "generate_ids",
+    "trim_completion",
+    "vllm_weights",
+]

@@ -1,0 +1,191 @@
+"""Sampling backends and the learner's log-probs: same numbers as before, less memory, one load per step."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kimina_edu.models import PocketRecipe, load_policy, lora_config, tiny_random_llama
+from kimina_edu.rewards import RewardBreakdown
+from kimina_edu.rollouts import (
+    SamplingSettings,
+    TransformersBackend,
+    chat_prompt,
+    encode_prompts,
+    generate,
+    generate_ids,
+    trim_completion,
+)
+from kimina_edu.tasks import SEEDS, make_entries
+from kimina_edu.trainer import (
+    GRPOTrainer,
+    Rollout,
+    TrainConfig,
+    completion_logprobs,
+    pad_batch,
+    token_entropy,
+    token_logprobs,
+)
+
+SMOKE = PocketRecipe.smoke()
+ENTRIES = make_entries("syllogism", 32, SEEDS["rl"])
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch, tmp_path_factory):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("KIMINA_EDU_CACHE", str(tmp_path_factory.getbasetemp() / "model-cache"))
+
+
+def logprobs_before_issue_19(model, rollouts, pad_id, *, with_entropy=False):
+    """``completion_logprobs`` as it was before issue 19 (right padding, a full fp32 log-softmax over
+    every position): the witness the new version must agree with."""
+    ids, attn, comp_mask, _ = pad_batch(rollouts, pad_id)
+    logits = model(input_ids=ids, attention_mask=attn).logits.float()
+    logp_all = torch.log_softmax(logits[:, :-1], dim=-1)
+    token_logp = logp_all.gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    out, ent = torch.zeros(comp_mask.shape), torch.zeros(comp_mask.shape)
+    for i, r in enumerate(rollouts):
+        start, n = len(r.prompt_ids) - 1, len(r.completion_ids)
+        out[i, :n] = token_logp[i, start : start + n]
+        if with_entropy:
+            p = logp_all[i, start : start + n].detach()
+            ent[i, :n] = -(p.exp() * p).sum(-1)
+    return out, comp_mask, ent
+
+
+def _rollouts(vocab, shapes, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [Rollout(torch.randint(1, vocab, (p,), generator=g).tolist(), torch.randint(1, vocab, (c,), generator=g).tolist(),
+                    [], 0.0, 0.0, False) for p, c in shapes]
+
+
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+@pytest.mark.parametrize("chunk", [1, 3, 4096])
+def test_logprobs_entropy_and_gradients_equal_the_previous_implementation(attn, chunk):
+    model = tiny_random_llama(vocab_size=97, seed=1, attn_implementation=attn)
+    rows = _rollouts(97, [(3, 2), (7, 5), (1, 4), (5, 1)])
+    new, mask, ent = completion_logprobs(model, rows, 0, with_entropy=True, chunk=chunk)
+    old, old_mask, old_ent = logprobs_before_issue_19(model, rows, 0, with_entropy=True)
+    assert torch.equal(mask, old_mask)
+    assert torch.allclose(new, old * old_mask, atol=1e-5)
+    assert torch.allclose(ent, old_ent, atol=1e-5)
+
+    weights = torch.randn(old.shape, generator=torch.Generator().manual_seed(5))
+    model.zero_grad()
+    (old * old_mask * weights).sum().backward()
+    before = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad()
+    (completion_logprobs(model, rows, 0, chunk=chunk)[0] * weights).sum().backward()
+    for n, p in model.named_parameters():
+        assert torch.isfinite(p.grad).all(), f"{n}: left padding produced a non-finite gradient"
+        assert torch.allclose(p.grad, before[n], atol=1e-5), n
+
+
+def test_logprobs_of_a_lora_policy_equal_the_previous_implementation():
+    model, tok = load_policy("pocket", recipe=SMOKE, lora=lora_config(r=4, alpha=8), verbose=False)
+    prompts = encode_prompts(tok, [chat_prompt(tok, e["question"]) for e in ENTRIES[:3]])
+    rows = [Rollout(p, c, [], 0.0, 0.0, False) for p, c in zip(prompts, [[5, 6, 7], [8], [9, 10, 11, 12, tok.eos_token_id]])]
+    new, _ = completion_logprobs(model, rows, tok.pad_token_id)
+    old, mask, _ = logprobs_before_issue_19(model, rows, tok.pad_token_id)
+    assert torch.allclose(new, old * mask, atol=1e-5)
+
+
+def test_token_logprobs_of_bf16_logits_are_fp32_and_match_a_full_log_softmax():
+    logits = torch.randn(3, 5, 1000, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16).requires_grad_()
+    targets = torch.randint(0, 1000, (3, 5), generator=torch.Generator().manual_seed(1))
+    got = token_logprobs(logits, targets, chunk=4)
+    want = torch.log_softmax(logits.float(), -1).gather(-1, targets[..., None]).squeeze(-1)
+    assert got.dtype == torch.float32 and torch.allclose(got, want, atol=1e-5)
+    (g_got,) = torch.autograd.grad(got.sum(), logits)
+    (g_want,) = torch.autograd.grad(want.sum(), logits)
+    assert g_got.dtype == torch.bfloat16 and torch.allclose(g_got.float(), g_want.float(), atol=1e-2)
+    ent = token_entropy(logits, chunk=2)
+    p = torch.softmax(logits.float(), -1)
+    assert torch.allclose(ent, -(p * torch.log(p)).sum(-1), atol=1e-4)
+
+
+def test_logprob_inputs_that_make_no_sense_are_refused():
+    model = tiny_random_llama(vocab_size=50)
+    with pytest.raises(ValueError, match="non-empty prompt"):
+        completion_logprobs(model, [], 0)
+    with pytest.raises(ValueError, match="non-empty prompt"):
+        completion_logprobs(model, [Rollout([], [3], [], 0.0, 0.0, False)], 0)
+    with pytest.raises(ValueError, match="disagree"):
+        token_logprobs(torch.zeros(2, 3, 5), torch.zeros(2, 4, dtype=torch.long))
+
+
+def test_sampling_settings_refuse_impossible_values_in_one_message():
+    with pytest.raises(ValueError) as err:
+        SamplingSettings(max_new_tokens=0, temperature=-1, top_p=0.0, min_p=1.0, n=0)
+    for word in ("max_new_tokens", "temperature", "top_p", "min_p", "n must"):
+        assert word in str(err.value)
+    with pytest.raises(ValueError):
+        SamplingSettings(max_new_tokens=4, temperature=float("nan"))
+    cfg = TrainConfig(max_new_tokens=9, temperature=0.5, top_p=0.9, min_p=0.1, group_size=3, seed=4)
+    assert cfg.sampling() == SamplingSettings(9, 0.5, 0.9, 0.1, 3, 4)
+
+
+def test_prompts_are_encoded_without_added_special_tokens_and_empty_ones_refused():
+    _, tok = load_policy("pocket", recipe=SMOKE, verbose=False)
+    text = chat_prompt(tok, "All cats are dogs. ¿Verdad? 猫")
+    (ids,) = encode_prompts(tok, [text])
+    assert tok.decode(ids) == text
+    with pytest.raises(ValueError, match="encode to no tokens"):
+        encode_prompts(tok, ["fine", ""])
+
+
+def test_generation_from_token_ids_equals_generation_from_text():
+    model, tok = load_policy("pocket", recipe=SMOKE, verbose=False)
+    prompts = [chat_prompt(tok, e["question"]) for e in ENTRIES[:3]]
+    ids, from_text = generate(model, tok, prompts, max_new_tokens=8)
+    assert from_text == generate_ids(model, tok, ids, SamplingSettings(max_new_tokens=8, temperature=0.0))
+    assert trim_completion([4, 9, 2, 9], eos_id=2, pad_id=0) == [4, 9, 2]
+    assert trim_completion([4, 9, 0, 0], eos_id=2, pad_id=0) == [4, 9]
+
+
+def test_transformers_backend_samples_the_merged_policy_and_leaves_it_untouched():
+    model, tok = load_policy("pocket", recipe=SMOKE, lora=lora_config(r=4, alpha=8), verbose=False)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.05)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    backend = TransformersBackend()
+    with pytest.raises(RuntimeError, match="load_policy"):
+        backend.generate(tok, [[1, 2]], SamplingSettings(max_new_tokens=2))
+    backend.load_policy(model.eval())
+    ids = encode_prompts(tok, [chat_prompt(tok, e["question"]) for e in ENTRIES[:2]])
+    gen = backend.generate(tok, ids, SamplingSettings(max_new_tokens=6, temperature=0.0))
+    assert gen.sampler_logp is None and gen.prompt_ids == ids
+    assert gen.completion_ids == generate_ids(model, tok, ids, SamplingSettings(max_new_tokens=6, temperature=0.0))
+    assert all(torch.equal(p, before[n]) for n, p in model.named_parameters())
+    assert any(p.requires_grad for p in model.parameters())
+
+
+class CountingBackend(TransformersBackend):
+    def __init__(self):
+        super().__init__()
+        self.loads, self.calls = 0, 0
+
+    def load_policy(self, model):
+        self.loads += 1
+        super().load_policy(model)
+
+    def generate(self, tok, prompt_ids, settings):
+        assert self.loads == self.steps_seen + 1, "generate before this step's weights were loaded"
+        self.calls += 1
+        return super().generate(tok, prompt_ids, settings)
+
+
+def test_the_trainer_loads_the_policy_once_per_step_not_once_per_round(tmp_path):
+    model, tok = load_policy("pocket", recipe=SMOKE, verbose=False)
+    cfg = TrainConfig(steps=2, questions_per_batch=2, group_size=2, max_new_tokens=4, buffer_size=12,
+                      minibatch_size=12, grad_accum=1, lr=1e-3, log_rollouts=0, seed=2)
+    backend = CountingBackend()
+    trainer = GRPOTrainer(model, tok, cfg, train_entries=ENTRIES, output_dir=tmp_path, backend=backend, progress=False,
+                          reward_fn=lambda text, e: RewardBreakdown(None, 0.0, float(len(text) % 2), float(len(text) % 2)))
+    for step in range(cfg.steps):
+        backend.steps_seen = step
+        trainer.train_step()
+    assert backend.loads == cfg.steps and backend.calls == 3 * cfg.steps
