@@ -127,8 +127,6 @@ def policy_loss(
     With ``ref_logp`` and ``beta > 0`` a k3 KL penalty is added per token before aggregation.
     ``token_weight`` (detached, ``[N, T]``) scales each token's clipped term before the KL, as TRL
     applies its vLLM importance weights.
-    ``token_weight`` (detached, ``[N, T]``) scales each token's clipped term before the KL, as TRL
-    applies its vLLM importance weights.
 
     Returns the scalar loss and stats: clip fractions, mean ratio, approx KL(old‖new) (k3).
     """
