@@ -16,11 +16,18 @@ import math
 import random
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from kimina_edu.checkpoints import (
+    DeferredInterrupt,
+    append_jsonl,
+    latest_checkpoint,
+    restore_trainer,
+    save_trainer,
+)
 from kimina_edu.grpo import group_advantages, policy_loss
 from kimina_edu.rewards import RewardBreakdown, score_completion
 from kimina_edu.rollouts import (
@@ -69,9 +76,29 @@ class TrainConfig:
     log_rollouts: int = 4  # rollouts per step written to rollouts.jsonl for the browser
     checkpoint_every: int = 0
     seed: int = 0
+    # stop early once at most a tenth of the last `silent_window` steps learned anything (every
+    # group all-right or all-wrong: zero advantage, no gradient); 0 runs every step
+    silent_window: int = 0
 
     # fields that may differ on resume without changing what is being trained
-    RESUMABLE = ("steps", "eval_every", "checkpoint_every", "log_rollouts")
+    RESUMABLE = ("steps", "eval_every", "checkpoint_every", "log_rollouts", "silent_window")
+
+    @classmethod
+    def preset(cls, model_id: str = "pocket", *, smoke: bool = False, **overrides) -> TrainConfig:
+        """Chapter 4's (and 5's) settings for ``model_id`` — the one place they live.
+
+        Pocket model: :meth:`cpu_pocket`. Hub models: the article's hyper-parameters, except the
+        learning rate — the article's 1e-6 is for full fine-tuning; a LoRA adapter needs ~10×
+        more to move (TRL's PEFT examples train GRPO LoRAs at 1e-5 – 1e-4). ``smoke``: sizes
+        that run in seconds on a CPU. ``overrides`` (notebook parameters) win over both; an
+        override of ``None`` means "not given".
+        """
+        base: dict = {} if model_id == "pocket" else {"lr": 1e-5}
+        if smoke:
+            base.update(steps=6, eval_every=3, questions_per_batch=4, buffer_size=24, minibatch_size=12,
+                        grad_accum=2, max_new_tokens=48, lr=5e-3 if model_id == "pocket" else 1e-4, silent_window=0)
+        base.update({k: v for k, v in overrides.items() if v is not None})
+        return cls.cpu_pocket(**base) if model_id == "pocket" else cls(**base)
 
     def sampling(self) -> SamplingSettings:
         """What the rollout backend needs from this config (:mod:`kimina_edu.rollouts`)."""
@@ -87,11 +114,14 @@ class TrainConfig:
         of 16, one optimizer step) keeps generation — the expensive part on a CPU — from
         dominating; ``min_p=0.1`` because a ~1 M-parameter model's flat tail turns samples into
         typos at T=0.7 (sampled accuracy 38% → 77% with it, greedy 84%), so the reward taught
-        spelling, not logic; a LoRA on this model needs lr 2e-4 rather than 1e-6 to move.
-        Tuning record: README, "Chapter 4: how RL was made to work on a 1 M-parameter model".
+        spelling, not logic; a LoRA on this model needs lr 2e-4 rather than 1e-6 to move; and
+        ``silent_window=20``: once the policy answers every training question the same way in
+        all six samples, steps stop carrying signal but still pay for generation — stop there.
+        Tuning record: benchmarks/README.md, "Chapter 4: how RL was made to work".
         """
-        base = dict(max_new_tokens=64, min_p=0.1, buffer_size=48, minibatch_size=16, grad_accum=3, epochs=1,
-                    lr=2e-4, loss_type="grpo", scale="group", eps_high=0.28)
+        base = dict(steps=300, eval_every=25, max_new_tokens=64, min_p=0.1, buffer_size=48, minibatch_size=16,
+                    grad_accum=3, epochs=1, lr=2e-4, loss_type="grpo", scale="group", eps_high=0.28,
+                    silent_window=20)
         base.update(overrides)
         return cls(**base)
 
@@ -313,9 +343,7 @@ class GRPOTrainer:
                                "completion": texts[j], "reward": rows[j].reward, "advantage": rows[j].advantage})
         rewards = torch.cat(rewards_all)
         zero_std = (rewards.max(1).values == rewards.min(1).values).float().mean().item()
-        with self.rollout_path.open("a") as fh:
-            for row in logged:
-                fh.write(json.dumps(row) + "\n")
+        self._pending_rollouts = logged  # written with the step's log row, when the step has finished
         stats = {
             "reward_mean": rewards.mean().item(), "reward_std": rewards.std().item(),
             "format": sum(p.format for p in parts) / len(parts), "correct": sum(p.correct for p in parts) / len(parts),
@@ -415,7 +443,7 @@ class GRPOTrainer:
 
     # ---- evaluation, checkpoints, the loop
     def evaluate(self) -> dict[str, float]:
-        from kimina_edu.sft import evaluate_policy
+        from kimina_edu.eval import evaluate_policy
 
         r = evaluate_policy(self.model, self.tok, self.eval_entries, max_new_tokens=self.cfg.max_new_tokens,
                             progress=False)
@@ -424,23 +452,50 @@ class GRPOTrainer:
     def train(self, on_step: Callable[[dict], None] | None = None) -> list[dict]:
         from tqdm.auto import tqdm
 
+        if getattr(self, "_torn", False):
+            raise RuntimeError(f"this trainer was stopped in the middle of step {self.step + 1}, so its weights are "
+                               "half-updated: call resume_from(latest_checkpoint(output_dir)) first, or make a new trainer")
         bar = tqdm(total=self.cfg.steps, initial=self.step, desc="GRPO", disable=not self.progress)
+        in_step = False
         try:
-            while self.step < self.cfg.steps:
-                row = self.train_step()
-                bar.update(1)
-                bar.set_postfix(reward=f"{row['reward_mean']:.2f}", len=f"{row['completion_length']:.0f}")
-                if on_step:
-                    on_step(row)
-                if self.cfg.checkpoint_every and self.step % self.cfg.checkpoint_every == 0:
-                    self.save_checkpoint()
-        except KeyboardInterrupt:
-            path = self.save_checkpoint()
-            print(f"interrupted: checkpoint saved to {path}")
+            with DeferredInterrupt() as ctrl_c:  # first Ctrl-C: the step finishes, is saved, then we stop
+                while self.step < self.cfg.steps:
+                    in_step = True
+                    row = self.train_step()
+                    in_step = False
+                    bar.update(1)
+                    bar.set_postfix(reward=f"{row['reward_mean']:.2f}", len=f"{row['completion_length']:.0f}")
+                    if on_step:
+                        on_step(row)
+                    if ctrl_c.requested:
+                        raise KeyboardInterrupt
+                    if self.cfg.checkpoint_every and self.step % self.cfg.checkpoint_every == 0:
+                        self.save_checkpoint()
+                    if self.out_of_signal():
+                        print(f"stopped at step {self.step}: at most a tenth of the last {self.cfg.silent_window} "
+                              "steps had a group whose rewards differed — nothing left to learn from these samples")
+                        break
+        except BaseException as exc:
+            if in_step:  # a half-finished step is no state to resume from: keep the last clean checkpoint
+                self._torn = True
+                if isinstance(exc, KeyboardInterrupt):
+                    print(f"interrupted in the middle of step {self.step + 1}: nothing saved; the last clean "
+                          f"checkpoint is {latest_checkpoint(self.output_dir) or 'none (checkpoint_every=0)'}")
+            elif isinstance(exc, KeyboardInterrupt):
+                print(f"interrupted after step {self.step}: checkpoint saved to {self.save_checkpoint()}")
             raise
         finally:
             bar.close()
         return read_log(self.log_path)
+
+    def out_of_signal(self) -> bool:
+        """True when at most a tenth of the last ``cfg.silent_window`` steps made an update."""
+        window = self.cfg.silent_window
+        if not window or self.step < window:
+            return False
+        recent = read_log(self.log_path)[-window:]
+        learned = sum(1 for r in recent if not r.get("skipped"))
+        return len(recent) == window and learned <= window // 10
 
     def train_step(self) -> dict:
         buffer, stats = self.collect_experience()
@@ -452,35 +507,21 @@ class GRPOTrainer:
         row = {"step": self.step, **stats, **learn_stats}
         if self.cfg.eval_every and self.eval_entries and self.step % self.cfg.eval_every == 0:
             row.update(self.evaluate())
-        with self.log_path.open("a") as fh:
-            fh.write(json.dumps(row) + "\n")
+        # the step's rows land together, after the step: an interrupted step leaves no rows behind
+        append_jsonl(self.rollout_path, getattr(self, "_pending_rollouts", []))
+        self._pending_rollouts = []
+        append_jsonl(self.log_path, [row])
         return row
 
     def save_checkpoint(self) -> Path:
-        path = self.output_dir / "checkpoints" / f"step_{self.step:05d}"
-        path.mkdir(parents=True, exist_ok=True)
-        trainable = {n: p.detach().cpu() for n, p in self.model.named_parameters() if p.requires_grad}
-        torch.save({"trainable": trainable, "optimizer": self.optimizer.state_dict(), "step": self.step,
-                    "data_rng": self.data_rng.getstate(), "torch_rng": torch.get_rng_state(),
-                    "config": asdict(self.cfg)}, path / "state.pt")
-        return path
+        """``checkpoints/step_NNNNN``: weights, optimizer and RNG state, written atomically and
+        checksummed, no pickle (:mod:`kimina_edu.checkpoints`)."""
+        return save_trainer(self)
 
     def resume_from(self, path: str | Path) -> None:
-        """Continue a run: same weights, optimizer, data order and RNG state as when saved."""
-        state = torch.load(Path(path) / "state.pt", weights_only=False)
-        saved, now = state["config"], asdict(self.cfg)
-        mismatched = sorted(k for k in now if k not in TrainConfig.RESUMABLE and saved.get(k) != now[k])
-        if mismatched:
-            detail = ", ".join(f"{k}: checkpoint {saved.get(k)!r} vs now {now[k]!r}" for k in mismatched)
-            raise ValueError(f"checkpoint {path} was written by another config — mismatched fields: {detail}")
-        named = dict(self.model.named_parameters())
-        with torch.no_grad():
-            for name, value in state["trainable"].items():
-                named[name].copy_(value)
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.step = state["step"]
-        self.data_rng.setstate(state["data_rng"])
-        torch.set_rng_state(state["torch_rng"])
+        """Continue a run: same weights, optimizer, data order and RNG state as when saved; the
+        checkpoint is verified first, and log rows after its step are dropped (they will be rewritten)."""
+        restore_trainer(self, path)
 
 
 def read_log(path: str | Path) -> list[dict]:

@@ -91,7 +91,7 @@ def test_keyboard_interrupt_saves_then_reraises(tmp_path):
 
     with pytest.raises(KeyboardInterrupt):
         tr.train(on_step=stop)
-    assert (tmp_path / "checkpoints" / "step_00001" / "state.pt").exists()
+    assert (tmp_path / "checkpoints" / "step_00001" / "manifest.json").exists()
 
 
 def test_truncated_completions_are_counted_and_can_be_masked(tmp_path):

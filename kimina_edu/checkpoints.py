@@ -1,0 +1,376 @@
+"""Training checkpoints you can trust: atomic, verified on load, and free of pickles.
+
+A checkpoint is a folder ``checkpoints/step_NNNNN/`` with three files:
+
+    tensors.safetensors   every tensor (weights, optimizer moments, torch's RNG state)
+    state.json            everything else (step, config, optimizer settings, the data RNG)
+    manifest.json         format tag, and each file's size and SHA-256 — written last
+
+Why each rule:
+- **Atomic**: the folder is written under a temporary name, every file is fsync'ed, then the
+  folder is renamed into place (POSIX ``rename`` is atomic). A crash, a full disk or Ctrl-C while
+  saving leaves the previous checkpoint as it was and no half-written one under a real name.
+- **Verified**: sizes and SHA-256 are checked before anything is parsed, so a truncated file
+  (full disk) or one flipped byte is named as such — with its path — instead of loading silently
+  or failing with a parser's message.
+- **No pickles**: ``torch.load(weights_only=False)`` unpickles, and a crafted pickle runs code
+  (PyTorch's own warning, `torch.load` docs). safetensors holds only tensors and JSON only data.
+
+:class:`DeferredInterrupt` is the other half: the first Ctrl-C lets the running step finish and
+be saved, so what is on disk is always a state *between* steps — the only kind a run can resume
+from exactly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Self
+
+FORMAT = "kimina-edu-checkpoint/1"
+MANIFEST = "manifest.json"
+TENSORS = "tensors.safetensors"
+STATE = "state.json"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be trusted or used; the message names the path and what to do."""
+
+
+# ------------------------------------------------------------------ plain data ⇄ JSON + tensors
+
+
+def _encode(obj: Any, tensors: dict[str, Any]) -> Any:
+    """``obj`` as JSON-able data; each tensor moves to ``tensors`` and leaves a reference behind.
+
+    Tuples and dicts with non-string keys (the optimizer's ``{param_index: state}``) are tagged so
+    they come back as they went in. Any other type is refused rather than saved lossily.
+    """
+    import torch
+
+    if obj is None or isinstance(obj, bool | int | float | str):
+        return obj
+    if isinstance(obj, torch.Tensor):
+        key = f"t{len(tensors)}"
+        tensors[key] = obj.detach().to("cpu").contiguous().clone()
+        return {"__tensor__": key}
+    if isinstance(obj, tuple):
+        return {"__tuple__": [_encode(v, tensors) for v in obj]}
+    if isinstance(obj, list):
+        return [_encode(v, tensors) for v in obj]
+    if isinstance(obj, dict):
+        return {"__dict__": [[_encode(k, tensors), _encode(v, tensors)] for k, v in obj.items()]}
+    raise TypeError(f"cannot checkpoint a {type(obj).__name__} ({obj!r:.80}): only tensors and plain data are saved")
+
+
+def _decode(obj: Any, tensors: dict[str, Any]) -> Any:
+    if isinstance(obj, list):
+        return [_decode(v, tensors) for v in obj]
+    if isinstance(obj, dict):
+        if set(obj) == {"__tensor__"}:
+            return tensors[obj["__tensor__"]]
+        if set(obj) == {"__tuple__"}:
+            return tuple(_decode(v, tensors) for v in obj["__tuple__"])
+        if set(obj) == {"__dict__"}:
+            return {_decode(k, tensors): _decode(v, tensors) for k, v in obj["__dict__"]}
+        raise CheckpointError(f"unrecognised entry in {STATE}: keys {sorted(obj)[:5]}")
+    return obj
+
+
+# ------------------------------------------------------------------ files
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _fsync_file(path: Path) -> None:
+    with path.open("rb") as fh:
+        os.fsync(fh.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def save_state(path: str | os.PathLike, state: dict[str, Any]) -> Path:
+    """Write ``state`` (tensors and plain data, nested) as a checkpoint folder at ``path``, atomically.
+
+    An existing checkpoint at ``path`` is replaced only once the new one is complete; if the save
+    fails or is interrupted, the old one is put back. Raises :class:`CheckpointError` (with the
+    cause, e.g. a full disk) when the folder cannot be written.
+    """
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tensors: dict[str, Any] = {}
+    data = json.dumps({"format": FORMAT, "state": _encode(state, tensors)}).encode()
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.writing-", dir=path.parent))
+    old = path.parent / f".{path.name}.replaced-{os.getpid()}"
+    moved_old = False
+    try:
+        save_file(tensors, str(tmp / TENSORS))
+        (tmp / STATE).write_bytes(data)
+        files = {name: {"bytes": (tmp / name).stat().st_size, "sha256": _sha256(tmp / name)} for name in (TENSORS, STATE)}
+        (tmp / MANIFEST).write_text(json.dumps({"format": FORMAT, "files": files}, indent=1))
+        for name in (TENSORS, STATE, MANIFEST):
+            _fsync_file(tmp / name)
+        _fsync_dir(tmp)
+        if path.exists():
+            os.replace(path, old)
+            moved_old = True
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except BaseException as exc:
+        if moved_old and not path.exists():
+            os.replace(old, path)  # put the previous checkpoint back
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, OSError):
+            raise CheckpointError(f"could not write checkpoint {path}: {exc.strerror or exc} — free some disk space "
+                                  "or choose another output_dir; the previous checkpoint is untouched") from exc
+        raise
+    if moved_old:
+        shutil.rmtree(old, ignore_errors=True)
+    return path
+
+
+def load_state(path: str | os.PathLike) -> dict[str, Any]:
+    """The state saved by :func:`save_state` at ``path``, after checking every file against the manifest.
+
+    Nothing read here can run code: tensors come from safetensors, the rest from JSON. A folder
+    with only the old pickle format (``state.pt``) is refused, not unpickled.
+    """
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    if not path.is_dir():
+        raise CheckpointError(f"no checkpoint folder at {path}; pass a checkpoints/step_NNNNN folder "
+                              "(latest_checkpoint(output_dir) finds the newest)")
+    if not (path / MANIFEST).exists():
+        if (path / "state.pt").exists():
+            raise CheckpointError(f"{path} holds an old-format checkpoint (state.pt, a pickle): it is not loaded, "
+                                  "because unpickling a file can run any code in it. Re-run training to write "
+                                  "a new checkpoint (safetensors + JSON)")
+        raise CheckpointError(f"{path} has no {MANIFEST}: the checkpoint was never completed (interrupted or out "
+                              "of disk while saving); resume from an earlier one")
+    try:
+        manifest = json.loads((path / MANIFEST).read_text())
+        files = manifest["files"]
+        if manifest.get("format") != FORMAT or set(files) != {TENSORS, STATE}:
+            raise KeyError("format")
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise CheckpointError(f"{path / MANIFEST} is not a {FORMAT} manifest; the checkpoint cannot be trusted") from exc
+    for name, info in files.items():
+        file = path / name
+        if not file.exists():
+            raise CheckpointError(f"{file} is missing; the checkpoint is incomplete — resume from an earlier one")
+        size = file.stat().st_size
+        if size != info.get("bytes"):
+            raise CheckpointError(f"{file} is truncated or padded: {size} bytes, the manifest says {info.get('bytes')} "
+                                  "(was the disk full when it was written?); resume from an earlier checkpoint")
+        if _sha256(file) != info.get("sha256"):
+            raise CheckpointError(f"{file} is corrupt: its SHA-256 differs from the manifest (the file changed after "
+                                  "it was written: a disk error or an edit); resume from an earlier checkpoint")
+    try:
+        tensors = load_file(str(path / TENSORS))
+        blob = json.loads((path / STATE).read_text())
+        if blob.get("format") != FORMAT:
+            raise CheckpointError(f"{path / STATE} has format {blob.get('format')!r}, expected {FORMAT!r}")
+        return _decode(blob["state"], tensors)
+    except (SafetensorError, ValueError, KeyError, TypeError) as exc:
+        if isinstance(exc, CheckpointError):
+            raise
+        raise CheckpointError(f"{path} passed its checksums but cannot be read ({type(exc).__name__}: {exc}); "
+                              "it was not written by this version of kimina-edu") from exc
+
+
+def checkpoint_problem(path: str | os.PathLike) -> str | None:
+    """Why the checkpoint at ``path`` cannot be used, or ``None`` when it verifies."""
+    try:
+        load_state(path)
+    except CheckpointError as exc:
+        return str(exc)
+    return None
+
+
+def latest_checkpoint(output_dir: str | os.PathLike) -> Path | None:
+    """The newest checkpoint under ``output_dir/checkpoints`` that verifies (a broken one is skipped)."""
+    root = Path(output_dir) / "checkpoints"
+    if not root.is_dir():
+        return None
+    for path in sorted(root.glob("step_[0-9]*"), reverse=True):
+        if path.is_dir() and checkpoint_problem(path) is None:
+            return path
+    return None
+
+
+# ------------------------------------------------------------------ logs that match the checkpoint
+
+
+def append_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> None:
+    """Append rows in one write, flushed to disk: a step's rows land together or not at all
+    (a crash mid-write leaves at most one torn last line, which :func:`rewind_jsonl` drops)."""
+    text = "".join(json.dumps(row) + "\n" for row in rows)
+    if not text:
+        return
+    with Path(path).open("a") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def rewind_jsonl(path: str | os.PathLike, keep: Callable[[dict], bool]) -> int:
+    """Drop the rows of ``path`` for which ``keep`` is false (and any torn line); returns how many.
+
+    On resume, rows written after the checkpoint's step are about to be written again: dropping
+    them first is what keeps ``log.jsonl`` free of duplicates. Rewritten atomically.
+    """
+    path = Path(path)
+    if not path.exists():
+        return 0
+    kept, dropped = [], 0
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+            ok = isinstance(row, dict) and keep(row)
+        except ValueError:
+            ok = False
+        if ok:
+            kept.append(line + "\n")
+        else:
+            dropped += 1
+    if dropped:
+        tmp = path.with_name(f".{path.name}.rewind-{os.getpid()}")
+        tmp.write_text("".join(kept))
+        _fsync_file(tmp)
+        os.replace(tmp, path)
+    return dropped
+
+
+# ------------------------------------------------------------------ Ctrl-C between steps
+
+
+class DeferredInterrupt:
+    """First Ctrl-C: finish the running step, save, stop. Second Ctrl-C: stop at once.
+
+    Installed only in the main thread (Python delivers signals there; elsewhere it is a no-op and
+    Ctrl-C behaves as usual). ``requested`` tells the loop to save and stop after this step.
+    """
+
+    def __init__(self, message: str = "Ctrl-C: finishing this step, then saving a checkpoint and stopping "
+                                      "(press Ctrl-C again to stop at once; the last clean checkpoint is kept)"):
+        self.message, self.requested, self._previous = message, False, None
+
+    def _handler(self, signum, frame) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        print(self.message, file=sys.stderr, flush=True)
+
+    def __enter__(self) -> Self:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.getsignal(signal.SIGINT)
+            signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
+
+
+# ------------------------------------------------------------------ the GRPO trainer's state
+
+
+def trainer_state(trainer) -> dict[str, Any]:
+    """Everything a :class:`~kimina_edu.trainer.GRPOTrainer` needs to continue exactly."""
+    import torch
+
+    state = {
+        "step": trainer.step,
+        "config": asdict(trainer.cfg),
+        "trainable": {n: p for n, p in trainer.model.named_parameters() if p.requires_grad},
+        "optimizer": trainer.optimizer.state_dict(),
+        "data_rng": trainer.data_rng.getstate(),
+        "torch_rng": torch.get_rng_state(),
+        "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+    }
+    if hasattr(trainer.backend, "state_dict"):  # a sampler with its own random stream
+        state["backend"] = trainer.backend.state_dict()
+    return state
+
+
+def save_trainer(trainer) -> Path:
+    """``<output_dir>/checkpoints/step_NNNNN``, written atomically from the trainer's current state."""
+    return save_state(trainer.output_dir / "checkpoints" / f"step_{trainer.step:05d}", trainer_state(trainer))
+
+
+def restore_trainer(trainer, path: str | os.PathLike) -> None:
+    """Load the checkpoint at ``path`` into ``trainer`` and rewind its logs to that step.
+
+    Refuses a checkpoint written by a config that differs in a field that changes what is
+    trained (all but ``TrainConfig.RESUMABLE``), naming every mismatched field.
+    """
+    import torch
+
+    state = load_state(path)
+    saved, now = state["config"], asdict(trainer.cfg)
+    resumable = getattr(type(trainer.cfg), "RESUMABLE", ())
+    mismatched = sorted(k for k in now if k not in resumable and saved.get(k) != now[k])
+    if mismatched:
+        detail = ", ".join(f"{k}: checkpoint {saved.get(k)!r} vs now {now[k]!r}" for k in mismatched)
+        raise CheckpointError(f"checkpoint {path} was written by another config — mismatched fields: {detail}")
+    named = dict(trainer.model.named_parameters())
+    missing = sorted(set(state["trainable"]) - set(named))
+    if missing:
+        raise CheckpointError(f"checkpoint {path} has weights this model lacks ({missing[:3]}…): another model?")
+    with torch.no_grad():
+        for name, value in state["trainable"].items():
+            named[name].copy_(value)
+    trainer.optimizer.load_state_dict(state["optimizer"])
+    trainer.step = state["step"]
+    trainer.data_rng.setstate(state["data_rng"])
+    torch.set_rng_state(state["torch_rng"])
+    if state["cuda_rng"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda_rng"])
+    if "backend" in state and hasattr(trainer.backend, "load_state_dict"):
+        trainer.backend.load_state_dict(state["backend"])
+    step = trainer.step
+    # log rows carry the step they finished; rollout rows the step they were sampled in (0-based)
+    rewind_jsonl(trainer.log_path, lambda row: row.get("step", step + 1) <= step)
+    rewind_jsonl(trainer.rollout_path, lambda row: row.get("step", step) < step)
+    trainer._torn = False
+
+
+__all__ = [
+    "CheckpointError",
+    "DeferredInterrupt",
+    "append_jsonl",
+    "checkpoint_problem",
+    "latest_checkpoint",
+    "load_state",
+    "restore_trainer",
+    "rewind_jsonl",
+    "save_state",
+    "save_trainer",
+    "trainer_state",
+]
