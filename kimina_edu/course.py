@@ -3,6 +3,13 @@
     python -m kimina_edu.course            # full run  → runs/<timestamp>/, runs/latest
     python -m kimina_edu.course --smoke    # SMOKE=True, seconds per notebook
     python -m kimina_edu.course --only 03 04
+    MODEL_ID=HuggingFaceTB/SmolLM-135M-Instruct SEED=1 make course
+
+Overrides — ``MODEL_ID``, ``SEED``, ``DEVICE`` and ``SMOKE`` from the environment (``make course``
+passes them through) or ``--model-id/--seed/--device/--smoke`` — reach every notebook as papermill
+parameters; they are checked first (:func:`kimina_edu.params.check_params`), and a bad one stops
+the run in one line before any notebook starts. ``runs/latest`` moves to a run only when it has
+finished; until then the run's folder holds a ``RUNNING`` marker (``INTERRUPTED`` after Ctrl-C).
 
 Each notebook gets its own folder with the executed notebook, an HTML export, its figures
 and its ``metrics.json``. A failing notebook does not stop the others; it is marked FAIL in
@@ -158,9 +165,76 @@ def summary_table(results: list[NotebookResult]) -> str:
     return "\n".join(rows)
 
 
+ENV_OVERRIDES = ("MODEL_ID", "SEED", "DEVICE", "SMOKE")
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
+
+
+def overrides_from(args: argparse.Namespace, environ: dict[str, str] | None = None) -> dict[str, Any]:
+    """The notebook parameters this run sets for every notebook: command-line flags win over the
+    environment; ``SMOKE`` and ``SEED`` are converted from text (``SMOKE=1``, ``SEED=3``) and every
+    value is checked by :func:`kimina_edu.params.check_params`. Raises ``ParameterError`` (one line)."""
+    from kimina_edu.params import ParameterError, check_params
+
+    env = os.environ if environ is None else environ
+    out: dict[str, Any] = {}
+    problems = []
+    for name in ENV_OVERRIDES:
+        flag = getattr(args, name.lower(), None)
+        if flag not in (None, False):
+            out[name] = flag
+        elif name in env:
+            out[name] = env[name]
+    if isinstance(out.get("SMOKE"), str):
+        text = out["SMOKE"].strip().lower()
+        if text in _TRUE + _FALSE:
+            out["SMOKE"] = text in _TRUE
+        else:
+            problems.append(f"SMOKE={out['SMOKE']!r} must be 1/0, true/false, yes/no or on/off")
+    if isinstance(out.get("SEED"), str):
+        try:
+            out["SEED"] = int(out["SEED"])
+        except ValueError:
+            problems.append(f"SEED={out['SEED']!r} must be a whole number")
+    if problems:
+        raise ParameterError("bad course override: " + "; ".join(problems) + ". Fix the environment variable or flag.")
+    check_params(out, verbose=False)
+    return out
+
+
+def _new_run_dir(runs: Path) -> Path:
+    """``runs/<timestamp>``, made unique (two runs in the same second get ``-2``, ``-3``…)."""
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    for n in range(1, 1000):
+        run_dir = runs / (stamp if n == 1 else f"{stamp}-{n}")
+        try:
+            run_dir.mkdir(parents=True)
+            return run_dir
+        except FileExistsError:
+            continue
+    raise RuntimeError(f"could not make a new run folder under {runs}; clean up old runs")
+
+
+def point_latest_at(run_dir: Path) -> None:
+    """Switch ``runs/latest`` to ``run_dir`` in one step (a new link renamed over the old one)."""
+    latest = run_dir.parent / "latest"
+    if latest.exists() and not latest.is_symlink():
+        print(f"  {latest} is a real folder, not a link: left alone (move it away to get runs/latest back)")
+        return
+    tmp = run_dir.parent / f".latest-{os.getpid()}"
+    if tmp.is_symlink() or tmp.exists():
+        tmp.unlink()
+    tmp.symlink_to(run_dir.name)
+    os.replace(tmp, latest)
+
+
 def main(argv: list[str] | None = None) -> int:
+    from kimina_edu.params import ParameterError
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--smoke", action="store_true", help="run with SMOKE=True (tiny sizes)")
+    parser.add_argument("--smoke", action="store_true", help="run with SMOKE=True (tiny sizes); or SMOKE=1 in the env")
+    parser.add_argument("--model-id", help="MODEL_ID for every notebook (or MODEL_ID in the environment)")
+    parser.add_argument("--seed", type=int, help="SEED for every notebook (or SEED in the environment)")
+    parser.add_argument("--device", help="DEVICE for every notebook: auto, cpu, cuda, mps (or DEVICE in the env)")
     parser.add_argument("--only", nargs="*", help="notebook number prefixes to run, e.g. 03 04")
     parser.add_argument("--runs-dir", default=str(REPO / "runs"))
     parser.add_argument("--timeout", type=int, default=3600, help="per-cell timeout in seconds")
@@ -170,26 +244,39 @@ def main(argv: list[str] | None = None) -> int:
     if not notebooks:
         print("no notebooks matched", file=sys.stderr)
         return 2
+    try:
+        overrides = overrides_from(args)
+    except ParameterError as exc:
+        print(f"ParameterError: {exc}", file=sys.stderr)
+        return 2
+    smoke = bool(overrides.pop("SMOKE", False))
     runs = Path(args.runs_dir)
-    run_dir = runs / datetime.now().strftime("%Y%m%d-%H%M%S")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    latest = runs / "latest"
-    if latest.is_symlink() or latest.exists():
-        latest.unlink()
-    latest.symlink_to(run_dir.name)
-    print(f"running {len(notebooks)} notebooks into {run_dir} (SMOKE={args.smoke})")
+    run_dir = _new_run_dir(runs)
+    marker = run_dir / "RUNNING"
+    marker.write_text(json.dumps({"pid": os.getpid(), "started": datetime.now().isoformat(timespec="seconds"),
+                                  "smoke": smoke, "overrides": overrides}) + "\n")
+    shown = "".join(f", {k}={v!r}" for k, v in overrides.items())
+    print(f"running {len(notebooks)} notebooks into {run_dir} (SMOKE={smoke}{shown})")
     results = []
-    for nb in notebooks:
-        print(f"▶ {nb.name} …", flush=True)
-        result = run_notebook(nb, run_dir / nb.stem, smoke=args.smoke, timeout=args.timeout)
-        export_html(result.output_dir / nb.name)
-        print(f"  {'ok' if result.ok else 'FAIL'} in {result.seconds:.1f}s", flush=True)
-        if not result.ok:
-            print("  " + result.error.replace("\n", "\n  ")[-3000:])
-        results.append(result)
+    try:
+        for nb in notebooks:
+            print(f"▶ {nb.name} …", flush=True)
+            result = run_notebook(nb, run_dir / nb.stem, smoke=smoke, timeout=args.timeout, extra=overrides)
+            export_html(result.output_dir / nb.name)
+            print(f"  {'ok' if result.ok else 'FAIL'} in {result.seconds:.1f}s", flush=True)
+            if not result.ok:
+                print("  " + result.error.replace("\n", "\n  ")[-3000:])
+            results.append(result)
+    except KeyboardInterrupt:
+        marker.rename(run_dir / "INTERRUPTED")
+        print(f"\ninterrupted after {len(results)} of {len(notebooks)} notebooks: {run_dir} is marked INTERRUPTED; "
+              "runs/latest still points at the last finished run")
+        return 130
     missed = [line for r in results if r.ok for line in missed_goals(r.name, r.metrics)]
     table = summary_table(results) + "".join(f"\n{line}" for line in missed)
     (run_dir / "summary.txt").write_text(table + "\n")
+    marker.unlink()
+    point_latest_at(run_dir)
     print("\n" + table)
     return 0 if all(r.ok for r in results) and not missed else 1
 

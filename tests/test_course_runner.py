@@ -2,8 +2,10 @@
 executed copy with the traceback, and makes the exit code non-zero."""
 
 import json
+import os
 
 import nbformat
+import pytest
 
 from kimina_edu import course
 
@@ -44,3 +46,75 @@ def test_learning_goals_are_judged_on_full_pocket_runs_only():
     assert course.missed_goals("04_grpo_from_scratch", {**full, "accuracy_after": 0.5, "model": "hub-id"}) == []
     assert course.missed_goals("03_sft_warmup", {"smoke": False, "model": "pocket", "sft_accuracy": 0.6,
                                                  "sft_format_rate": 1.0}) == ["03_sft_warmup: missed goal: SFT accuracy ≥ 65%"]
+
+
+# ---- issue 17 item 4: overrides reach every notebook; runs/latest only ever points at a finished run
+
+ECHO = ("import json, os\nfrom pathlib import Path\nfrom kimina_edu.runtime import write_metrics\n"
+        "run = Path(OUTPUT_DIR).parent\nlatest = run.parent / 'latest'\n"
+        "write_metrics({'smoke': SMOKE, 'seed': SEED, 'device': DEVICE, 'model': MODEL_ID,\n"
+        "               'running_marker': (run / 'RUNNING').exists(),\n"
+        "               'latest_at_start': os.readlink(latest) if latest.is_symlink() else None}, OUTPUT_DIR)")
+
+
+def _echo_notebook(path):
+    nb = nbformat.v4.new_notebook()
+    params = nbformat.v4.new_code_cell('SMOKE = False\nSEED = 0\nDEVICE = "cpu"\nMODEL_ID = "pocket"\nOUTPUT_DIR = "."')
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, nbformat.v4.new_code_cell(ECHO)]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+
+
+@pytest.fixture
+def echo_course(tmp_path, monkeypatch):
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    _echo_notebook(nbs / "01_echo.ipynb")
+    monkeypatch.setattr(course, "NOTEBOOKS", nbs)
+    for name in course.ENV_OVERRIDES:
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path / "runs"
+
+
+def _metrics(run):
+    return json.loads((run / "01_echo" / "metrics.json").read_text())
+
+
+def test_model_id_and_the_documented_overrides_reach_every_notebook(echo_course, monkeypatch):
+    monkeypatch.setenv("MODEL_ID", "HuggingFaceTB/SmolLM-135M-Instruct")
+    monkeypatch.setenv("SEED", "7")
+    monkeypatch.setenv("SMOKE", "1")
+    assert course.main(["--runs-dir", str(echo_course), "--device", "cpu"]) == 0
+    m = _metrics(echo_course / "latest")
+    assert (m["model"], m["seed"], m["device"], m["smoke"]) == ("HuggingFaceTB/SmolLM-135M-Instruct", 7, "cpu", True)
+
+
+@pytest.mark.parametrize("env,words", [({"SEED": "seven"}, "SEED"), ({"SMOKE": "maybe"}, "SMOKE"),
+                                       ({"DEVICE": "banana"}, "DEVICE")])
+def test_a_bad_override_stops_the_run_in_one_line(echo_course, monkeypatch, capsys, env, words):
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert course.main(["--runs-dir", str(echo_course)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert words in err and len(err.splitlines()) == 1
+    assert not echo_course.exists(), "no run folder for a run that never started"
+
+
+def test_latest_moves_only_when_a_run_has_finished(echo_course, monkeypatch):
+    assert course.main(["--runs-dir", str(echo_course)]) == 0
+    first = os.readlink(echo_course / "latest")
+    assert course.main(["--runs-dir", str(echo_course)]) == 0
+    second = os.readlink(echo_course / "latest")
+    m = _metrics(echo_course / second)
+    assert second != first and m["latest_at_start"] == first and m["running_marker"]
+    assert not (echo_course / second / "RUNNING").exists() and (echo_course / second / "summary.txt").exists()
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(course, "run_notebook", interrupted)
+    assert course.main(["--runs-dir", str(echo_course)]) == 130
+    assert os.readlink(echo_course / "latest") == second, "an interrupted run must not become latest"
+    marked = [p for p in echo_course.iterdir() if (p / "INTERRUPTED").exists()]
+    assert len(marked) == 1 and not (marked[0] / "summary.txt").exists()
