@@ -13,7 +13,7 @@ thread each, which is also how a 2-core machine finishes them fastest. The one-t
 seed 0 uses a private cache, so its SFT adapter is trained on one thread too.
 
     python -m benchmarks.robustness                       # writes runs/robustness.json and prints the table
-    python -m benchmarks.robustness --seeds 0 1 --no-trl  # quicker looks
+    python -m benchmarks.robustness --seeds 0 1 --until grpo  # quicker looks (sft: chapter 3 only)
     python -m benchmarks.robustness --table               # the table of the last run, no training
 """
 
@@ -34,7 +34,7 @@ OUT = REPO / "runs" / "robustness.json"
 SFT_EVAL_TOKENS = 96  # notebook 03's MAX_NEW_TOKENS
 
 
-def run_one(seed: int, *, trl: bool = True) -> dict:
+def run_one(seed: int, *, until: str = "trl") -> dict:
     """One seed's chapters 3 → 4 → 5 in this process; returns the figures the goals judge."""
     import torch
     from trl import GRPOTrainer as TRLGRPOTrainer
@@ -58,6 +58,8 @@ def run_one(seed: int, *, trl: bool = True) -> dict:
     model, tok = load_policy(base, adapter=adapter, verbose=False)
     r = evaluate_policy(model, tok, eval_entries, max_new_tokens=SFT_EVAL_TOKENS, progress=False)
     row.update(sft_accuracy=r["accuracy"], sft_format_rate=r["format_rate"])
+    if until == "sft":
+        return row
 
     with tempfile.TemporaryDirectory() as tmp:
         model, tok = load_policy(base, adapter=adapter, lora=lora_config(), verbose=False)
@@ -71,7 +73,7 @@ def run_one(seed: int, *, trl: bool = True) -> dict:
         row.update(grpo_after=after["accuracy"], grpo_format_rate=after["format_rate"], grpo_steps=len(log),
                    grpo_skipped=sum(1 for x in log if x.get("skipped")))
         row["grpo_gain"] = row["grpo_after"] - row["grpo_before"]
-        if trl:
+        if until == "trl":
             model, tok = load_policy(base, adapter=adapter, lora=lora_config(), verbose=False)
             args = grpo_config(cfg, f"{tmp}/trl", use_cpu=True)
             t = TRLGRPOTrainer(model=model, reward_funcs=REWARD_FUNCS, args=args, processing_class=tok,
@@ -91,9 +93,10 @@ def run_one(seed: int, *, trl: bool = True) -> dict:
 def goals_missed(row: dict) -> list[str]:
     from kimina_edu.course import LEARNING_GOALS
 
-    metrics = {"03": {"sft_accuracy": row["sft_accuracy"], "sft_format_rate": row["sft_format_rate"]},
-               "04": {"accuracy_before": row["grpo_before"], "accuracy_after": row["grpo_after"],
-                      "grpo_seconds": row["grpo_seconds"], "format_after": row["grpo_format_rate"]}}
+    metrics = {"03": {"sft_accuracy": row["sft_accuracy"], "sft_format_rate": row["sft_format_rate"]}}
+    if "grpo_after" in row:
+        metrics["04"] = {"accuracy_before": row["grpo_before"], "accuracy_after": row["grpo_after"],
+                         "grpo_seconds": row["grpo_seconds"], "format_after": row["grpo_format_rate"]}
     return [f"seed {row['seed']} ({row['threads']} thread{'s' * (row['threads'] > 1)}): {text}"
             for nb, checks in LEARNING_GOALS.items() if nb in metrics
             for text, met in checks if not met(metrics[nb])]
@@ -123,13 +126,13 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def _child(seed: int, threads: int, cache: str | None, trl: bool, out: Path) -> subprocess.Popen:
+def _child(seed: int, threads: int, cache: str | None, until: str, out: Path) -> subprocess.Popen:
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
            "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
     if cache:
         env["KIMINA_EDU_CACHE"] = cache
     code = (f"import json, torch; torch.set_num_threads({threads}); from benchmarks.robustness import run_one; "
-            f"open({str(out)!r}, 'w').write(json.dumps(run_one({seed}, trl={trl})))")
+            f"open({str(out)!r}, 'w').write(json.dumps(run_one({seed}, until={until!r})))")
     return subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
                             stderr=open(out.with_suffix(".log"), "w"))
 
@@ -138,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2, 3, 4])
     parser.add_argument("--no-one-thread", action="store_true", help="skip the extra one-thread run of seed 0")
-    parser.add_argument("--no-trl", action="store_true", help="chapters 3 and 4 only")
+    parser.add_argument("--until", choices=["sft", "grpo", "trl"], default="trl",
+                        help="stop after chapter 3 (sft), 4 (grpo) or 5 (trl, the default)")
     parser.add_argument("--parallel", type=int, default=2, help="runs side by side (one thread each)")
     parser.add_argument("--out", default=str(OUT))
     parser.add_argument("--table", action="store_true", help="print the table of --out and exit")
@@ -159,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         while jobs and len(running) < args.parallel:
             seed, n, cache = jobs.pop(0)
             path = work / f"seed{seed}-t{n}.json"
-            running.append((seed, n, path, _child(seed, n, cache, not args.no_trl, path)))
+            running.append((seed, n, path, _child(seed, n, cache, args.until, path)))
         time.sleep(2)
         for item in list(running):
             seed, n, path, proc = item
@@ -172,8 +176,10 @@ def main(argv: list[str] | None = None) -> int:
             row = json.loads(path.read_text())
             rows.append(row)
             print(f"seed {seed} ({row['threads']} threads) done at {time.perf_counter() - start:.0f}s: "
-                  f"SFT {row['sft_accuracy']:.1%}, GRPO {row['grpo_before']:.1%} → {row['grpo_after']:.1%} "
-                  f"in {row['grpo_steps']} steps" + (f", TRL {row['trl_after']:.1%}" if "trl_after" in row else ""),
+                  f"SFT {row['sft_accuracy']:.1%}"
+                  + (f", GRPO {row['grpo_before']:.1%} → {row['grpo_after']:.1%} in {row['grpo_steps']} steps"
+                     if "grpo_after" in row else "")
+                  + (f", TRL {row['trl_after']:.1%}" if "trl_after" in row else ""),
                   flush=True)
     rows.sort(key=lambda r: (r["seed"], -r["threads"]))
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -27,6 +27,7 @@ from typing import Any
 
 from kimina_edu.cache import build_once
 from kimina_edu.models import base_model_path
+from kimina_edu.params import LearnerError
 from kimina_edu.pocket import PocketRecipe
 from kimina_edu.rewards import SYSTEM_PROMPT, correctness_reward, extract_answer, format_reward
 from kimina_edu.runtime import cache_dir, recipe_hash, run_sync
@@ -56,6 +57,10 @@ class TeacherReport:
     dropped: Counter = field(default_factory=Counter)
 
 
+class TeacherUnavailableError(LearnerError, RuntimeError):
+    """The hosted teacher gave nothing to learn from; the message says why and what to do."""
+
+
 class OpenAITeacher:
     """Teacher on any OpenAI-compatible ``/chat/completions`` endpoint.
 
@@ -63,15 +68,25 @@ class OpenAITeacher:
     write a trace that ends in it. Concurrency is bounded by a semaphore; 429/5xx/timeouts
     are retried with exponential backoff; every answer is cached on disk by a hash of
     (model, question), so a rerun costs nothing.
+
+    Fail fast, and say why: ``deadline`` bounds a whole :meth:`complete` call (questions still
+    open then get no answer), and once ``concurrency`` requests have failed to reach the endpoint
+    (connection refused, DNS, timeouts) with nothing answered yet, the rest are not tried — a dead
+    endpoint costs one round of requests, not ``max_retries`` rounds of backoff per question.
+    :attr:`failures` counts every unanswered question by reason; :meth:`failure_summary` says it
+    in one line.
     """
 
     def __init__(self, base_url: str | None = None, api_key: str | None = None, model: str = "gpt-4.1-mini",
                  *, concurrency: int = 16, max_retries: int = 5, timeout: float = 60.0,
-                 cache_path: str | os.PathLike | None = None, backoff_base: float = 1.0, transport=None):
+                 cache_path: str | os.PathLike | None = None, backoff_base: float = 1.0, transport=None,
+                 deadline: float | None = 600.0):
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
         self.api_key = api_key or os.environ.get("OPENAI_API_KEY", "")
         self.model, self.concurrency, self.max_retries = model, concurrency, max_retries
-        self.timeout, self.backoff_base = timeout, backoff_base
+        self.timeout, self.backoff_base, self.deadline = timeout, backoff_base, deadline
+        self.failures: Counter = Counter()  # reason → questions left unanswered, for the last complete()
+        self._answered = self._unreachable = 0
         self.transport = transport  # an httpx transport; tests pass a mock, None means the network
         self.cache_path = Path(cache_path or cache_dir() / "teacher" / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', model)}.jsonl")
         self.cache_path.parent.mkdir(parents=True, exist_ok=True)
@@ -104,8 +119,12 @@ class OpenAITeacher:
         key = self._key(entry)
         if key in self._cache:
             return self._cache[key]
+        reason = "no attempt"
         async with sem:
             for attempt in range(self.max_retries):
+                if self._endpoint_dead():
+                    self.failures[f"not tried: endpoint unreachable ({reason if attempt else 'earlier requests'})"] += 1
+                    return None
                 try:
                     resp = await client.post(f"{self.base_url}/chat/completions",
                                              json={"model": self.model, "messages": self._messages(entry)})
@@ -114,27 +133,52 @@ class OpenAITeacher:
                     resp.raise_for_status()
                     text = resp.json()["choices"][0]["message"]["content"]
                     if not isinstance(text, str):
+                        self.failures["malformed reply"] += 1
                         return None
+                    self._answered += 1
                     self._cache[key] = text
                     with self.cache_path.open("a") as fh:
                         fh.write(json.dumps({"key": key, "text": text}) + "\n")
                     return text
                 except (httpx.TimeoutException, httpx.TransportError, httpx.HTTPStatusError) as exc:
                     status = getattr(getattr(exc, "response", None), "status_code", None)
+                    reason = f"HTTP {status}" if status is not None else type(exc).__name__
                     if status is not None and status < 500 and status != 429:
+                        self.failures[reason] += 1
                         return None  # 4xx other than 429: retrying will not help
+                    if status is None:
+                        self._unreachable += 1
                     await asyncio.sleep(self.backoff_base * 2**attempt * (0.5 + random.random()))
                 except (ValueError, KeyError, IndexError, TypeError):
+                    self.failures["malformed reply"] += 1
                     return None  # malformed JSON body: counted as malformed by the caller
+            self.failures[f"{reason} after {self.max_retries} tries"] += 1
             return None
+
+    def _endpoint_dead(self) -> bool:
+        return self._answered == 0 and self._unreachable >= self.concurrency
+
+    def failure_summary(self) -> str:
+        """``"ConnectError ×16, not tried: endpoint unreachable ×184"`` for the last :meth:`complete`."""
+        return ", ".join(f"{reason} ×{n}" for reason, n in self.failures.most_common()) or "no failures"
 
     async def acomplete(self, entries: list[dict[str, Any]]) -> list[str | None]:
         import httpx
 
         sem = asyncio.Semaphore(self.concurrency)
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        self.failures, self._answered, self._unreachable = Counter(), 0, 0
         async with httpx.AsyncClient(timeout=self.timeout, headers=headers, transport=self.transport) as client:
-            return await asyncio.gather(*(self._ask(client, sem, e) for e in entries))
+            tasks = [asyncio.ensure_future(self._ask(client, sem, e)) for e in entries]
+            if not tasks:
+                return []
+            _, pending = await asyncio.wait(tasks, timeout=self.deadline)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
+                self.failures[f"deadline of {self.deadline:g} s passed"] += len(pending)
+            return [None if task.cancelled() else task.result() for task in tasks]
 
     def complete(self, entries: list[dict[str, Any]]) -> list[str | None]:
         return run_sync(self.acomplete(entries))
@@ -149,10 +193,17 @@ def make_sft_examples(entries: list[dict[str, Any]], teacher: OpenAITeacher | No
     A teacher answer is kept only if it has the exact format *and* the right answer: a
     malformed or wrong example would teach the very thing RL must later unlearn.
     """
+    if not entries:
+        raise ValueError("make_sft_examples got no questions (N_SFT=0?): ask for at least one example")
     if teacher is None:
         texts, report = [rule_based_teacher(e) for e in entries], TeacherReport("rule-based (offline)")
     else:
         texts, report = teacher.complete(entries), TeacherReport(f"{teacher.model} at {teacher.base_url}")
+        if all(t is None for t in texts):
+            raise TeacherUnavailableError(
+                f"the teacher {teacher.model} at {teacher.base_url} answered none of {len(entries)} questions "
+                f"({teacher.failure_summary()}): check OPENAI_BASE_URL and OPENAI_API_KEY, or use TEACHER='rule-based' "
+                "(offline)")
     examples = []
     for entry, text in zip(entries, texts):
         if text is None:
@@ -187,12 +238,10 @@ def sft_train(model_path: str, examples: list[dict], *, output_dir: str | os.Pat
 
     dtype = dtype or torch.float32
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
     from trl import SFTConfig, SFTTrainer
 
     from kimina_edu.models import lora_config
-
-    from transformers import set_seed
 
     set_seed(seed)  # the LoRA matrices are initialised before the Trainer seeds itself: seed them too
     tok = AutoTokenizer.from_pretrained(model_path)
@@ -272,7 +321,7 @@ def _adapter_problem(path: Path) -> str | None:
         from safetensors import safe_open
 
         with safe_open(str(path / "adapter_model.safetensors"), framework="pt") as fh:
-            for key in fh.keys():
+            for key in fh.keys():  # noqa: SIM118 — a safetensors handle is not iterable
                 fh.get_tensor(key)
     except Exception as exc:  # noqa: BLE001 — any unreadable file means: retrain
         return f"has an unreadable file ({type(exc).__name__})"

@@ -66,7 +66,7 @@ def test_load_policy_builds_nothing_for_the_shipped_model(monkeypatch):
         raise AssertionError("the shipped recipe must not be rebuilt")
 
     monkeypatch.setattr(pocket, "_build_into", refuse)
-    model, tok = load_policy("pocket", recipe=SMOKE, verbose=False)
+    _, tok = load_policy("pocket", recipe=SMOKE, verbose=False)
     assert tok.eos_token == "<|im_end|>"
 
 

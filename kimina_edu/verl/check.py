@@ -94,7 +94,7 @@ def check_dataset() -> str:
     import numpy as np
 
     from kimina_edu.lean.feedback import VALID_FEEDBACK
-    from kimina_edu.models import train_tokenizer
+    from kimina_edu.pocket import train_tokenizer
     from kimina_edu.verl.data import prepare_data
     from kimina_edu.verl.dataset import SecondTurnRLDataset
 
