@@ -166,6 +166,29 @@ def correctness_reward(answer: str | None, entry: dict[str, Any]) -> float:
     return 0.0 if reject is not None and reject(answer, entry) else 1.0
 
 
+def paid_conclusion(entry: dict[str, Any]) -> str:
+    """A propositional-logic conclusion the course's reward pays in full — what a teacher writes.
+
+    reasoning-gym's ``example_answer`` when :func:`correctness_reward` accepts it; but about a
+    quarter of them restate a premise (``(R ∨ R)`` from the premise ``R``), so otherwise the first
+    short formula — two literals joined by ∧, ∨, → or ↔, in a fixed order — that is paid, and as a
+    last resort the conjunction of all premises. Deterministic: the same entry, the same answer.
+    """
+    import itertools
+
+    meta = entry["metadata"]
+    if correctness_reward(meta["example_answer"], entry) == 1.0:
+        return meta["example_answer"]
+    literals = list(meta["variables"]) + [f"¬{v}" for v in meta["variables"]]
+    for a, op, b in itertools.product(literals, ("∧", "∨", "→", "↔"), literals):
+        if a != b and correctness_reward(candidate := f"({a} {op} {b})", entry) == 1.0:
+            return candidate
+    everything = "(" + " ∧ ".join(meta["premises"]) + ")"
+    if correctness_reward(everything, entry) == 1.0:
+        return everything
+    raise ValueError(f"no conclusion of these premises says more than one of them: {meta['premises']}")
+
+
 @dataclass(frozen=True)
 class RewardBreakdown:
     """Every part of one completion's reward, so logs can show format and correctness apart."""

@@ -55,6 +55,7 @@ class TeacherReport:
     teacher: str
     kept: int = 0
     dropped: Counter = field(default_factory=Counter)
+    failures: str = ""  # the hosted teacher's unanswered questions by reason (OpenAITeacher.failure_summary)
 
 
 class TeacherUnavailableError(LearnerError, RuntimeError):
@@ -158,6 +159,12 @@ class OpenAITeacher:
     def _endpoint_dead(self) -> bool:
         return self._answered == 0 and self._unreachable >= self.concurrency
 
+    def gave_up(self) -> bool:
+        """True when the last :meth:`complete` got no answer at all because the endpoint could not be
+        reached or the deadline passed — not merely because every answer was refused or malformed."""
+        deadline = any(reason.startswith("deadline") for reason in self.failures)
+        return self._answered == 0 and (self._endpoint_dead() or deadline)
+
     def failure_summary(self) -> str:
         """``"ConnectError ×16, not tried: endpoint unreachable ×184"`` for the last :meth:`complete`."""
         return ", ".join(f"{reason} ×{n}" for reason, n in self.failures.most_common()) or "no failures"
@@ -199,7 +206,8 @@ def make_sft_examples(entries: list[dict[str, Any]], teacher: OpenAITeacher | No
         texts, report = [rule_based_teacher(e) for e in entries], TeacherReport("rule-based (offline)")
     else:
         texts, report = teacher.complete(entries), TeacherReport(f"{teacher.model} at {teacher.base_url}")
-        if all(t is None for t in texts):
+        report.failures = teacher.failure_summary()
+        if teacher.gave_up():
             raise TeacherUnavailableError(
                 f"the teacher {teacher.model} at {teacher.base_url} answered none of {len(entries)} questions "
                 f"({teacher.failure_summary()}): check OPENAI_BASE_URL and OPENAI_API_KEY, or use TEACHER='rule-based' "

@@ -92,10 +92,24 @@ def teacher_trace(entry: dict[str, Any]) -> str:
     if meta["source_dataset"] == "syllogism":
         verdict = "So the claim follows." if meta["is_valid"] else "So the claim does not follow."
     else:
-        verdict = f"A statement they entail is {meta['example_answer']}."
+        verdict = f"A statement they entail is {oracle_answer(entry)}."
     return f"{restatement(entry)} {verdict}"
 
 
 def oracle_answer(entry: dict[str, Any]) -> str:
-    """The answer a teacher writes: the oracle, or for open-ended tasks one valid example."""
-    return entry["answer"] if entry["answer"] is not None else entry["metadata"]["example_answer"]
+    """The answer a teacher writes: the oracle, or for open-ended tasks one valid example.
+
+    propositional_logic: one the course's reward pays (:func:`kimina_edu.rewards.paid_conclusion`) —
+    reasoning-gym's own example restates a premise in about a quarter of the questions. A question
+    whose premises allow nothing new (≈2%: tautologies plus one premise) keeps reasoning-gym's example.
+    """
+    if entry["answer"] is not None:
+        return entry["answer"]
+    if entry["metadata"]["source_dataset"] == "propositional_logic":
+        from kimina_edu.rewards import paid_conclusion
+
+        try:
+            return paid_conclusion(entry)
+        except ValueError:
+            pass  # nothing new follows from these premises: no answer is paid, the example is as good as any
+    return entry["metadata"]["example_answer"]

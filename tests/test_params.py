@@ -159,3 +159,59 @@ def test_other_errors_keep_their_traceback(tmp_path):
     result = run_notebook(src, tmp_path / "bug", smoke=True)  # valid parameters; the third cell divides by 0
     err, _ = _error_output(tmp_path / "bug" / src.name)
     assert not result.ok and err.ename == "ZeroDivisionError" and len(err.traceback) > 3
+
+
+# ---- the hosted teacher: a deadline, and a clear failure
+
+
+def _questions(n):
+    from kimina_edu.tasks import SEEDS, make_entries
+
+    return make_entries("syllogism", n, SEEDS["sft"])
+
+
+def test_a_dead_teacher_endpoint_fails_fast_with_one_clear_line(tmp_path):
+    import httpx
+
+    from kimina_edu.sft import OpenAITeacher, TeacherUnavailableError, make_sft_examples
+
+    calls = []
+
+    def refuse(request):
+        calls.append(request)
+        raise httpx.ConnectError("connection refused", request=request)
+
+    teacher = OpenAITeacher(base_url="http://dead.local/v1", cache_path=tmp_path / "c.jsonl", concurrency=16,
+                            transport=httpx.MockTransport(refuse), backoff_base=0.01)
+    with pytest.raises(TeacherUnavailableError) as info:
+        make_sft_examples(_questions(200), teacher)
+    text = str(info.value)
+    assert "\n" not in text and "http://dead.local/v1" in text and "TEACHER='rule-based'" in text
+    assert "ConnectError" in text and "none of 200" in text
+    # one round of requests, not 200 questions × 5 retries with backoff
+    assert len(calls) <= 2 * teacher.concurrency, f"{len(calls)} requests to a dead endpoint"
+    assert isinstance(info.value, LearnerError) and isinstance(info.value, RuntimeError)
+
+
+def test_the_teacher_has_an_overall_deadline(tmp_path):
+    import asyncio
+
+    import httpx
+
+    from kimina_edu.sft import OpenAITeacher
+
+    async def hang(request):
+        await asyncio.sleep(60)
+        return httpx.Response(200, json={})
+
+    teacher = OpenAITeacher(base_url="http://slow.local/v1", cache_path=tmp_path / "c.jsonl", deadline=0.5,
+                            transport=httpx.MockTransport(hang))
+    assert teacher.complete(_questions(5)) == [None] * 5
+    assert teacher.failures == {"deadline of 0.5 s passed": 5}
+
+
+def test_no_sft_questions_is_a_clear_error():
+    from kimina_edu.sft import make_sft_examples
+
+    with pytest.raises(ValueError, match="N_SFT=0"):
+        make_sft_examples([])
