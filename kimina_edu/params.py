@@ -244,8 +244,10 @@ def one_line(exc: BaseException) -> str:
 
 
 def save_traceback(exc: BaseException, output_dir: str | os.PathLike | None = None) -> Path:
-    """Write the full traceback of ``exc`` to ``<output_dir>/errors/`` (a temp folder when None)."""
-    root = Path(output_dir) if output_dir is not None else Path(tempfile.gettempdir()) / "kimina-edu"
+    """Write the full traceback of ``exc`` to ``<output_dir>/errors/`` (a temp folder for None or ".")."""
+    # "." is the notebooks folder when a learner runs a notebook by hand: keep tracebacks out of the repo
+    here = output_dir is None or str(output_dir) in ("", ".")
+    root = Path(tempfile.gettempdir()) / "kimina-edu" if here else Path(output_dir)
     folder = root / "errors"
     folder.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(prefix=f"{type(exc).__name__}-", suffix=".txt", dir=folder)
