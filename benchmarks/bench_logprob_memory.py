@@ -1,0 +1,119 @@
+"""Peak memory of one GRPO learning minibatch at SmolLM-135M size: the log-prob code before issue 19
+(right padding, a full fp32 log-softmax over every position) against ``completion_logprobs`` now
+(completion positions only, blockwise logsumexp).
+
+Random weights with SmolLM-135M-Instruct's exact shape (``--model qwen3``: Qwen3-0.6B's; configs in
+``bench_real_size.py``), the article's LoRA (r=32 on every projection), the article's sequence
+shape: a ~109-token prompt and 300 completion tokens. Each variant runs in a fresh process and reports its peak resident memory
+(``ru_maxrss``) above what the process held once the model and batch were built.
+
+    python benchmarks/bench_logprob_memory.py [--model smollm|qwen3] [--minibatch 4]
+                                              [--prompt 109] [--completion 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def logprobs_before_issue_19(model, rollouts, pad_id, *, with_entropy=False):
+    """The baseline: ``completion_logprobs`` as it was before issue 19."""
+    import torch
+
+    from kimina_edu.trainer import pad_batch
+
+    ids, attn, comp_mask, _ = pad_batch(rollouts, pad_id)
+    logits = model(input_ids=ids, attention_mask=attn).logits.float()
+    logp_all = torch.log_softmax(logits[:, :-1], dim=-1)
+    token_logp = logp_all.gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    out, ent = torch.zeros(comp_mask.shape), torch.zeros(comp_mask.shape)
+    for i, r in enumerate(rollouts):
+        start, n = len(r.prompt_ids) - 1, len(r.completion_ids)
+        out[i, :n] = token_logp[i, start : start + n]
+        if with_entropy:
+            p = logp_all[i, start : start + n].detach()
+            ent[i, :n] = -(p.exp() * p).sum(-1)
+    return out, comp_mask, ent
+
+
+def child(variant: str, key: str, minibatch: int, prompt: int, completion: int) -> dict:
+    """One learning minibatch as ``GRPOTrainer._minibatch_backward`` runs it, in this process."""
+    import psutil
+    import torch
+    import transformers
+    from peft import get_peft_model
+
+    sys.path.insert(0, str(HERE))
+    from bench_real_size import MODELS
+
+    from kimina_edu.grpo import policy_loss
+    from kimina_edu.models import lora_config
+    from kimina_edu.trainer import Rollout, completion_logprobs
+
+    _, config_cls, cfg = MODELS[key]
+    torch.manual_seed(0)
+    config = getattr(transformers, config_cls)(**cfg)
+    model = get_peft_model(transformers.AutoModelForCausalLM.from_config(config), lora_config()).train()
+    vocab = cfg["vocab_size"]
+    g = torch.Generator().manual_seed(0)
+    rollouts = [Rollout(torch.randint(3, vocab, (prompt - i % 7,), generator=g).tolist(),
+                        torch.randint(3, vocab, (completion - (i % 3) * 20,), generator=g).tolist(), [],
+                        1.0 if i % 2 else -1.0, 0.0, False) for i in range(minibatch)]
+    fn = completion_logprobs if variant == "after" else logprobs_before_issue_19
+    base = psutil.Process().memory_info().rss
+    start = time.perf_counter()
+    logp, mask, ent = fn(model, rollouts, 2, with_entropy=True)
+    adv = torch.tensor([r.advantage for r in rollouts])
+    loss, _ = policy_loss(logp, logp.detach(), adv, mask, loss_type="grpo", max_len=completion)
+    loss.backward()
+    seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: kilobytes
+    tokens = sum(len(r.prompt_ids) + len(r.completion_ids) for r in rollouts)
+    return {"variant": variant, "peak_bytes": peak - base, "seconds": seconds, "tokens": tokens,
+            "entropy_mean": float((ent * mask).sum() / mask.sum())}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", choices=["smollm", "qwen3"], default="smollm")
+    parser.add_argument("--minibatch", type=int, default=4)
+    parser.add_argument("--prompt", type=int, default=109)
+    parser.add_argument("--completion", type=int, default=300)
+    parser.add_argument("--variant", choices=["before", "after"], help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.variant:
+        print(json.dumps(child(args.variant, args.model, args.minibatch, args.prompt, args.completion)))
+        return 0
+    results = {}
+    for variant in ("before", "after"):
+        cmd = [sys.executable, __file__, "--variant", variant, "--model", args.model, "--minibatch", str(args.minibatch),
+               "--prompt", str(args.prompt), "--completion", str(args.completion)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            print(proc.stderr[-3000:], file=sys.stderr)
+            return 1
+        results[variant] = json.loads(proc.stdout.strip().splitlines()[-1])
+    before, after = results["before"], results["after"]
+    gib = 2**30
+    shape = f"{args.model} {args.minibatch}x({args.prompt}+{args.completion})"
+    for r in (before, after):
+        print(f"{r['variant']:<7} minibatch {shape}: peak +{r['peak_bytes'] / gib:.2f} GiB, "
+              f"{r['peak_bytes'] / r['tokens'] / 2**20:.2f} MiB/token, {r['seconds']:.1f} s")
+    print(json.dumps({"benchmark": "logprob-memory", "figures": [
+        {"figure": f"learning minibatch peak, {shape}", "value": after["peak_bytes"] / gib, "unit": "GiB",
+         "baseline": "full fp32 log-softmax (before issue 19)", "baseline_value": before["peak_bytes"] / gib,
+         "ratio": before["peak_bytes"] / after["peak_bytes"], "goal": "> 1 (less memory)"},
+    ]}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,187 @@
+"""What the hub path costs at real size on this machine: random-weight models with the exact shapes of
+SmolLM-135M-Instruct (the article's model) and Qwen3-0.6B (the Kimina recipe's small model).
+
+No download: the configs are written below with their source. Weights are random, so timings and
+memory are real but nothing is learned (and no sample stops early: every completion runs to its
+length, which is what chapter 4's 300-token cap costs in the worst case). fp32 on the CPU, the
+article's LoRA (r=32, alpha=64, every projection), ``torch`` using the machine's cores.
+
+Each phase runs in a fresh process and reports its peak resident memory above what the process held
+once model and data were built (``ru_maxrss``):
+
+- **sft** — one optimizer step of chapter 3's warm-up: 8 chat examples of ~170 tokens, causal-LM loss
+  on the LoRA model, AdamW (the compute TRL's ``SFTTrainer`` runs per step, without its bookkeeping);
+- **generate** — one batched, KV-cached round through ``TransformersBackend`` (merged-LoRA copy
+  included): ``--gen-prompts`` questions × ``--gen-samples`` samples, ``--gen-tokens`` new tokens each;
+- **learn** — one GRPO learning minibatch as ``GRPOTrainer._minibatch_backward`` runs it
+  (``completion_logprobs`` with entropy, ``policy_loss``, backward): ``--minibatch`` sequences of a
+  109-token prompt and a 300-token completion (chapter 4's article preset).
+
+A full chapter-4 step (B=8 × G=6 = 48 completions of 300 tokens, then 48 sequences learned) is
+*estimated* from the measured rates: generation tokens / gen rate + training tokens / train rate.
+The measured generation batch is smaller than 48 rows (the default run must stay under ~10 minutes
+on 2 cores), and a bigger batch decodes more tokens per second, so that estimate leans slow.
+
+    python benchmarks/bench_real_size.py                     # both models, ~10 min on 2 cores
+    python benchmarks/bench_real_size.py --models smollm --minibatch 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+# https://huggingface.co/HuggingFaceTB/SmolLM-135M-Instruct/blob/main/config.json (v0.2)
+SMOLLM_135M = dict(
+    vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
+    num_key_value_heads=3, max_position_embeddings=2048, rms_norm_eps=1e-5, rope_theta=10000.0,
+    tie_word_embeddings=True, hidden_act="silu", bos_token_id=1, eos_token_id=2, pad_token_id=2,
+)
+# https://huggingface.co/Qwen/Qwen3-0.6B/blob/main/config.json — model card: 28 layers, 16 query / 8 KV
+# heads, 0.44 B non-embedding parameters (which these sizes give: 28 × 15.7 M)
+QWEN3_06B = dict(
+    vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
+    num_key_value_heads=8, head_dim=128, max_position_embeddings=40960, rms_norm_eps=1e-6, rope_theta=1000000.0,
+    tie_word_embeddings=True, hidden_act="silu", attention_bias=False, bos_token_id=151643, eos_token_id=151645,
+    pad_token_id=151643,
+)
+MODELS = {"smollm": ("SmolLM-135M-Instruct", "LlamaConfig", SMOLLM_135M),
+          "qwen3": ("Qwen3-0.6B", "Qwen3Config", QWEN3_06B)}
+ARTICLE = {"B": 8, "G": 6, "prompt": 109, "completion": 300}  # chapter 4's article preset
+SFT = {"batch": 8, "length": 170}  # chapter 3: batch_size 8, a ~109-token prompt + a ~60-token answer
+
+
+def _build(key: str):
+    import torch
+    import transformers
+    from peft import get_peft_model
+
+    from kimina_edu.models import lora_config
+
+    _, config_cls, cfg = MODELS[key]
+    torch.manual_seed(0)
+    config = getattr(transformers, config_cls)(**cfg)
+    model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    return get_peft_model(model, lora_config()), cfg
+
+
+def _ids(n: int, length: int, vocab: int, seed: int) -> list[list[int]]:
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(3, vocab - 3, (n, length), generator=g).tolist()
+
+
+def phase(key: str, name: str, args) -> dict:
+    """Run one phase in this process; return its time, token count and peak memory above the start."""
+    import psutil
+    import torch
+
+    model, cfg = _build(key)
+    vocab = cfg["vocab_size"]
+    n_params = sum(p.numel() for p in model.parameters())
+    if name == "sft":
+        batch = torch.tensor(_ids(SFT["batch"], SFT["length"], vocab, 1))
+        opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=2e-4)
+        model.train()
+        base, start = psutil.Process().memory_info().rss, time.perf_counter()
+        model(input_ids=batch, labels=batch).loss.backward()
+        opt.step()
+        tokens = batch.numel()
+    elif name == "generate":
+        from types import SimpleNamespace
+
+        from kimina_edu.rollouts import SamplingSettings, TransformersBackend
+
+        tok = SimpleNamespace(pad_token_id=cfg["pad_token_id"], eos_token_id=None)  # random weights: never stop early
+        prompts = _ids(args.gen_prompts, ARTICLE["prompt"], vocab, 2)
+        settings = SamplingSettings(max_new_tokens=args.gen_tokens, temperature=0.7, top_p=0.95, n=args.gen_samples)
+        backend = TransformersBackend()
+        model.eval()
+        base, start = psutil.Process().memory_info().rss, time.perf_counter()
+        backend.load_policy(model)
+        gen = backend.generate(tok, prompts, settings)
+        tokens = sum(len(c) for c in gen.completion_ids)
+    elif name == "learn":
+        from kimina_edu.grpo import policy_loss
+        from kimina_edu.trainer import Rollout, completion_logprobs
+
+        prompts = _ids(args.minibatch, ARTICLE["prompt"], vocab, 3)
+        comps = _ids(args.minibatch, ARTICLE["completion"], vocab, 4)
+        rollouts = [Rollout(p, c, [], 1.0 if i % 2 else -1.0, 0.0, False) for i, (p, c) in enumerate(zip(prompts, comps))]
+        model.train()
+        base, start = psutil.Process().memory_info().rss, time.perf_counter()
+        logp, mask, _ = completion_logprobs(model, rollouts, cfg["pad_token_id"], with_entropy=True)
+        adv = torch.tensor([r.advantage for r in rollouts])
+        loss, _ = policy_loss(logp, logp.detach(), adv, mask, loss_type="grpo", max_len=ARTICLE["completion"])
+        loss.backward()
+        tokens = sum(len(r.prompt_ids) + len(r.completion_ids) for r in rollouts)
+    else:
+        raise ValueError(f"unknown phase {name!r}: sft, generate or learn")
+    seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base
+    return {"model": key, "phase": name, "seconds": seconds, "tokens": tokens, "peak_bytes": peak,
+            "weights_bytes": base, "n_params": n_params}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="smollm,qwen3", help="comma-separated: smollm, qwen3")
+    parser.add_argument("--minibatch", type=int, default=2, help="learning sequences measured (article: 16)")
+    parser.add_argument("--gen-prompts", type=int, default=2)
+    parser.add_argument("--gen-samples", type=int, default=4)
+    parser.add_argument("--gen-tokens", type=int, default=48)
+    parser.add_argument("--phase", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    keys = [k.strip() for k in args.models.split(",") if k.strip()]
+    unknown = [k for k in keys if k not in MODELS]
+    if unknown:
+        parser.error(f"unknown model(s) {unknown}: choose from {sorted(MODELS)}")
+    if args.phase:
+        print(json.dumps(phase(keys[0], args.phase, args)))
+        return 0
+    rows, t0 = [], time.perf_counter()
+    for key in keys:
+        for name in ("sft", "generate", "learn"):
+            cmd = [sys.executable, __file__, "--models", key, "--phase", name, "--minibatch", str(args.minibatch),
+                   "--gen-prompts", str(args.gen_prompts), "--gen-samples", str(args.gen_samples),
+                   "--gen-tokens", str(args.gen_tokens)]
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=HERE.parent)
+            if proc.returncode != 0:
+                print(f"{key} {name} failed:\n{proc.stderr[-3000:]}", file=sys.stderr)
+                return 1
+            rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+            r = rows[-1]
+            print(f"{MODELS[key][0]:<22} {name:<9} {r['seconds']:7.1f} s  {r['tokens'] / r['seconds']:8.1f} tok/s  "
+                  f"peak +{r['peak_bytes'] / 2**30:.2f} GiB  ({r['peak_bytes'] / r['tokens'] / 2**20:.2f} MiB/token)",
+                  flush=True)
+    print(f"total {time.perf_counter() - t0:.0f} s")
+    summary = {}
+    for key in keys:
+        got = {r["phase"]: r for r in rows if r["model"] == key}
+        gen_rate = got["generate"]["tokens"] / got["generate"]["seconds"]
+        train_rate = got["learn"]["tokens"] / got["learn"]["seconds"]
+        n = ARTICLE["B"] * ARTICLE["G"]
+        step = n * ARTICLE["completion"] / gen_rate + n * (ARTICLE["prompt"] + ARTICLE["completion"]) / train_rate
+        summary[MODELS[key][0]] = {
+            "params_M": got["sft"]["n_params"] / 1e6, "weights_GiB": got["sft"]["weights_bytes"] / 2**30,
+            "sft_step_s": got["sft"]["seconds"], "sft_tok_per_s": got["sft"]["tokens"] / got["sft"]["seconds"],
+            "gen_tok_per_s": gen_rate, "gen_rows": args.gen_prompts * args.gen_samples,
+            "train_tok_per_s": train_rate, "learn_peak_GiB": got["learn"]["peak_bytes"] / 2**30,
+            "learn_MiB_per_token": got["learn"]["peak_bytes"] / got["learn"]["tokens"] / 2**20,
+            "sft_peak_GiB": got["sft"]["peak_bytes"] / 2**30, "gen_peak_GiB": got["generate"]["peak_bytes"] / 2**30,
+            "grpo_step_estimate_s": step,
+        }
+    print(json.dumps({"real_size": summary, "settings": vars(args)}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
