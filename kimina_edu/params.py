@@ -21,7 +21,7 @@ import math
 import os
 import tempfile
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -181,13 +181,15 @@ SPECS: dict[str, Spec] = {
 
 
 def check_params(namespace: Mapping[str, Any], *, smoke: Mapping[str, tuple[Any, Any]] | None = None,
-                 verbose: bool = True) -> dict[str, Any]:
+                 optional: Iterable[str] = (), verbose: bool = True) -> dict[str, Any]:
     """The notebook's parameters, checked, with the ``None`` ones filled in.
 
     ``namespace``: usually ``globals()``; every name of :data:`SPECS` found in it is checked.
     ``smoke``: ``{name: (full_value, smoke_value)}`` for parameters whose default depends on
     ``SMOKE``; the notebook's parameters cell sets them to ``None``. A value the learner (or
     papermill) set explicitly is kept and checked like any other — SMOKE never overrides it.
+    ``optional``: parameters whose ``None`` means "the preset decides" (``TrainConfig.preset``,
+    ``SFTRecipe.preset`` check what they fill in); a value other than ``None`` is checked.
     Every problem is collected and raised together as one :class:`ParameterError` line.
     Returns ``{name: value}`` for the parameters checked (``globals().update(...)`` applies it).
     """
@@ -207,8 +209,12 @@ def check_params(namespace: Mapping[str, Any], *, smoke: Mapping[str, tuple[Any,
         else:
             values[name] = namespace[name]
             kept.append(f"{name}={values[name]!r}")
+    skip = set(optional)
+    unknown = skip - set(SPECS)
+    if unknown:
+        raise ValueError(f"check_params: {sorted(unknown)} have no entry in kimina_edu.params.SPECS; add them there")
     for name, value in values.items():
-        if name == "SMOKE":
+        if name == "SMOKE" or (name in skip and value is None):
             continue
         if (problem := SPECS[name].check(value)) is not None:
             problems.append(f"{name} {problem} (e.g. {name} = {SPECS[name].hint})")

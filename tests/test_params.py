@@ -72,6 +72,15 @@ def test_smoke_fills_only_what_was_left_as_none(capsys):
         check_params(ns, smoke={"NOT_A_PARAM": (1, 2)})
 
 
+def test_optional_parameters_may_be_left_to_the_preset():
+    ns = {**BASE, "STEPS": None, "LR": None}
+    assert check_params(ns, optional=("STEPS", "LR"), verbose=False)["STEPS"] is None
+    with pytest.raises(ParameterError, match="LR"):
+        check_params(ns, optional=("STEPS",), verbose=False)  # None is not a learning rate
+    with pytest.raises(ParameterError, match="STEPS must be a whole number"):
+        check_params({**ns, "STEPS": "10"}, optional=("STEPS", "LR"), verbose=False)
+
+
 def _parameters_cell(path):
     nb = nbformat.read(path, as_version=4)
     return next(c.source for c in nb.cells if "parameters" in c.metadata.get("tags", []))
