@@ -9,6 +9,7 @@ import errno
 import json
 import os
 import pickle
+import random
 import signal
 
 import pytest
@@ -124,6 +125,21 @@ def test_a_hard_interrupt_mid_step_keeps_the_last_clean_checkpoint(tok, tmp_path
     assert latest_checkpoint(tmp_path).name == f"step_{clean:05d}"
     assert len(read_log(tmp_path / "log.jsonl")) == done  # steps after the checkpoint: rewound on resume
     _assert_same_as_straight(tmp_path, _resume_and_finish(tmp_path, tok, checkpoint_every=every), straight)
+
+
+# and at points drawn at random (seeded, so a failure reproduces): any reward call of the 32, either kind
+@pytest.mark.parametrize("call,how", [(c, ("signal", "raise")[i % 2])
+                                      for i, c in enumerate(random.Random(17).sample(range(1, 8 * STEPS + 1), 4))])
+def test_interrupts_at_random_points_resume_bit_identically(tok, tmp_path, straight, call, how):
+    tr = _trainer(tmp_path, tok, reward=_interrupt_at(call, how=how))
+    with pytest.raises(KeyboardInterrupt):
+        tr.train()
+    if latest_checkpoint(tmp_path) is None:  # a hard stop inside step 1: nothing to resume, start again
+        tr = _trainer(tmp_path, tok)
+        tr.train()
+        _assert_same_as_straight(tmp_path, tr, straight)
+    else:
+        _assert_same_as_straight(tmp_path, _resume_and_finish(tmp_path, tok), straight)
 
 
 @pytest.mark.parametrize("how", ["signal", "raise"])
