@@ -124,7 +124,7 @@ class OpenAITeacher:
         async with sem:
             for attempt in range(self.max_retries):
                 if self._endpoint_dead():
-                    self.failures[f"not tried: endpoint unreachable ({reason if attempt else 'earlier requests'})"] += 1
+                    self.failures[f"{reason}, then gave up" if attempt else "not sent: endpoint unreachable"] += 1
                     return None
                 try:
                     resp = await client.post(f"{self.base_url}/chat/completions",
