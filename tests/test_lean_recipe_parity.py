@@ -220,3 +220,52 @@ def test_known_format_errors_are_named_alike():
     ours = {e.name for e in FormatError}
     theirs = {e.name for e in recipe[1].FormatError}
     assert ours - {"UNKNOWN"} <= theirs
+
+
+def test_lean_comment_semantics_differ_from_the_recipe_where_documented():
+    from kimina_edu.lean.format import remove_comments_lean
+
+    nested = "a /- x /- y -/ z -/ b"
+    assert remove_comments_lean(nested) == "a  b" and remove_comments(nested) == "a  z -/ b"
+    unclosed = "theorem t : True := trivial\n/- open\ntheorem u : True := trivial"
+    assert remove_comments_lean(unclosed) == "theorem t : True := trivial\n"
+    assert remove_comments(unclosed) == unclosed  # the recipe keeps it all
+    in_line = "x -- a /- b\ny -/ z"
+    assert remove_comments_lean(in_line) == "x \ny -/ z" and remove_comments(in_line) == "x "
+    # linear on floods of markers
+    start = time.perf_counter()
+    for flood in ("/- " * 300_000 + "-/", "-- x\n" * 200_000 + "/-", "/-" * 500_000, "a-/" * 300_000):
+        remove_comments_lean(flood)
+    assert time.perf_counter() - start < 20
+
+
+def _lean_comments_char_by_char(code: str) -> str:
+    """Lean's comment rules read one character at a time (the oracle for the linear scan)."""
+    out, i, n = [], 0, len(code)
+    while i < n:
+        if code.startswith("--", i):
+            j = code.find("\n", i)
+            i = n if j == -1 else j
+        elif code.startswith("/-", i):
+            depth, i = 1, i + 2
+            while i < n and depth:
+                if code.startswith("/-", i):
+                    depth, i = depth + 1, i + 2
+                elif code.startswith("-/", i):
+                    depth, i = depth - 1, i + 2
+                else:
+                    i += 1
+        else:
+            out.append(code[i])
+            i += 1
+    return "".join(out)
+
+
+def test_lean_comment_removal_matches_a_char_by_char_reading():
+    from kimina_edu.lean.format import remove_comments_lean
+
+    rng = random.Random(4)
+    alphabet = ["/-", "-/", "--", "-", "/", "\n", "a", " "]
+    for _ in range(20_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 10)))
+        assert remove_comments_lean(text) == _lean_comments_char_by_char(text), repr(text)

@@ -114,6 +114,46 @@ def remove_comments(code: str) -> str:
     return _remove_line_comments(_remove_block_comments(code))
 
 
+def remove_comments_lean(code: str) -> str:
+    """Comments as **Lean** reads them, for comparison with :func:`remove_comments` (the recipe's):
+    ``/- … -/`` nest, an unclosed ``/-`` runs to the end of the text, and ``--`` starts a line
+    comment in which ``/-`` means nothing. String literals are not treated specially (neither
+    does the recipe). The reward never uses this; notebook 06 shows where the two differ.
+    """
+    out, i, n = [], 0, len(code)
+    block, line = code.find("/-"), code.find("--")  # next markers, refreshed only once passed: linear
+    while i < n:
+        if block != -1 and block < i:
+            block = code.find("/-", i)
+        if line != -1 and line < i:
+            line = code.find("--", i)
+        if block == -1 and line == -1:
+            out.append(code[i:])
+            break
+        if line != -1 and (block == -1 or line < block):
+            out.append(code[i:line])
+            newline = code.find("\n", line)
+            i = n if newline == -1 else newline
+            continue
+        out.append(code[i:block])
+        depth, j = 1, block + 2
+        opener, closer = code.find("/-", j), code.find("-/", j)
+        while depth:
+            if closer == -1:
+                j = n
+                break
+            if opener != -1 and opener < closer:
+                depth, j = depth + 1, opener + 2
+            else:
+                depth, j = depth - 1, closer + 2
+            if opener != -1 and opener < j:
+                opener = code.find("/-", j)
+            if closer < j:
+                closer = code.find("-/", j)
+        i = j
+    return "".join(out)
+
+
 def code_lines(code: str) -> list[str]:
     """Non-blank, stripped lines of ``code`` after removing comments."""
     return [ln.strip() for ln in remove_comments(code).split("\n") if ln.strip()]
