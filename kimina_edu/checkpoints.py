@@ -354,11 +354,18 @@ def restore_trainer(trainer, path: str | os.PathLike) -> None:
         torch.cuda.set_rng_state_all(state["cuda_rng"])
     if "backend" in state and hasattr(trainer.backend, "load_state_dict"):
         trainer.backend.load_state_dict(state["backend"])
+    rewind_logs(trainer)
+    trainer._torn = False
+
+
+def rewind_logs(trainer) -> int:
+    """Drop the rows of the trainer's ``log.jsonl`` and ``rollouts.jsonl`` from steps after its
+    current one — they are about to be written again. A run starting at step 0 in a folder that
+    holds an older run's logs therefore starts them afresh instead of appending a second copy."""
     step = trainer.step
     # log rows carry the step they finished; rollout rows the step they were sampled in (0-based)
-    rewind_jsonl(trainer.log_path, lambda row: row.get("step", step + 1) <= step)
-    rewind_jsonl(trainer.rollout_path, lambda row: row.get("step", step) < step)
-    trainer._torn = False
+    return (rewind_jsonl(trainer.log_path, lambda row: row.get("step", step + 1) <= step)
+            + rewind_jsonl(trainer.rollout_path, lambda row: row.get("step", step) < step))
 
 
 __all__ = [
@@ -370,6 +377,7 @@ __all__ = [
     "load_state",
     "restore_trainer",
     "rewind_jsonl",
+    "rewind_logs",
     "save_state",
     "save_trainer",
     "trainer_state",

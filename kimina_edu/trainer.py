@@ -26,6 +26,7 @@ from kimina_edu.checkpoints import (
     append_jsonl,
     latest_checkpoint,
     restore_trainer,
+    rewind_logs,
     save_trainer,
 )
 from kimina_edu.grpo import group_advantages, policy_loss
@@ -341,6 +342,7 @@ class GRPOTrainer:
                 j = i * cfg.group_size % len(rows)  # the first completion of the first few questions
                 logged.append({"step": self.step, "question": entries[j // cfg.group_size]["question"],
                                "completion": texts[j], "reward": rows[j].reward, "advantage": rows[j].advantage})
+        self.backend.release()  # the sampler's weights are not needed while the policy learns
         rewards = torch.cat(rewards_all)
         zero_std = (rewards.max(1).values == rewards.min(1).values).float().mean().item()
         self._pending_rollouts = logged  # written with the step's log row, when the step has finished
@@ -455,6 +457,7 @@ class GRPOTrainer:
         if getattr(self, "_torn", False):
             raise RuntimeError(f"this trainer was stopped in the middle of step {self.step + 1}, so its weights are "
                                "half-updated: call resume_from(latest_checkpoint(output_dir)) first, or make a new trainer")
+        rewind_logs(self)  # rows past this step (an older run in the same folder) would be duplicated
         bar = tqdm(total=self.cfg.steps, initial=self.step, desc="GRPO", disable=not self.progress)
         in_step = False
         try:

@@ -164,6 +164,13 @@ def test_interrupts_between_optimizer_steps(tok, tmp_path, straight, how):
     _assert_same_as_straight(tmp_path, _resume_and_finish(tmp_path, tok), straight)
 
 
+def test_a_new_run_in_an_old_runs_folder_does_not_duplicate_its_rows(tok, tmp_path, straight):
+    _trainer(tmp_path, tok, steps=2).train()
+    tr = _trainer(tmp_path, tok)  # the notebook cell run again: a fresh trainer, same folder
+    tr.train()
+    _assert_same_as_straight(tmp_path, tr, straight)
+
+
 def test_an_interrupt_while_saving_leaves_the_previous_checkpoint(tok, tmp_path, monkeypatch):
     tr = _trainer(tmp_path, tok, steps=1)
     tr.train()
