@@ -215,7 +215,7 @@ def test_per_snippet_no_available_repls_and_the_response_poll():
         raw = httpx.post(url + "/api/check", json=body).json()["results"]
         took = time.perf_counter() - start
         assert sorted(r.get("error", "ok") for r in raw) == ["No available REPLs", "No available REPLs", "ok"]
-        assert took >= 0.3 and abs(took / 0.1 - round(took / 0.1)) < 0.5  # answered on a poll tick
+        assert took >= 0.38  # the work ends at ~0.30 s; the answer waits for the 0.4 s poll tick
         verdicts = LeanVerifier(url, batch_size=3, repls=1, concurrency=1, retries=6, backoff=0.05,
                                 line_scheme="relative").verify(["import Init\n\ngood"] * 3)
     assert [v.status for v in verdicts] == ["valid"] * 3
