@@ -9,8 +9,10 @@ only difference from notebook 04: no held-out evaluation *during* training (it c
 the run learns, and costs time).
 
 Each run is its own process (a thread count is fixed per process); two run side by side, one
-thread each, which is also how a 2-core machine finishes them fastest. The one-thread run of
-seed 0 uses a private cache, so its SFT adapter is trained on one thread too.
+thread each, which is also how a 2-core machine finishes them fastest. Seed 0 then runs once more
+alone on every core — as a notebook does — with a private cache, so its SFT adapter is trained
+with that thread count too: floating-point sums differ with the thread count, and the goals must
+hold either way.
 
     python -m benchmarks.robustness                       # writes runs/robustness.json and prints the table
     python -m benchmarks.robustness --seeds 0 1 --until grpo  # quicker looks (sft: chapter 3 only)
@@ -34,7 +36,7 @@ OUT = REPO / "runs" / "robustness.json"
 SFT_EVAL_TOKENS = 96  # notebook 03's MAX_NEW_TOKENS
 
 
-def run_one(seed: int, *, until: str = "trl") -> dict:
+def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dict | None = None) -> dict:
     """One seed's chapters 3 → 4 → 5 in this process; returns the figures the goals judge."""
     import torch
     from trl import GRPOTrainer as TRLGRPOTrainer
@@ -47,13 +49,13 @@ def run_one(seed: int, *, until: str = "trl") -> dict:
     from kimina_edu.trl_bridge import REWARD_FUNCS, build_dataset, grpo_config, stop_when_silent
 
     row: dict = {"seed": seed, "threads": torch.get_num_threads()}
-    sft = SFTRecipe.preset("pocket", seed=seed)
-    cfg = TrainConfig.preset("pocket", seed=seed, eval_every=0)
+    recipe = SFTRecipe.preset("pocket", seed=seed, **(sft or {}))
+    cfg = TrainConfig.preset("pocket", seed=seed, eval_every=0, **(grpo or {}))
     eval_entries = held_out(cfg.task, 400)
     train_entries = make_entries(cfg.task, 5000, SEEDS["rl"])
 
     t0 = time.perf_counter()
-    base, adapter = ensure_sft_adapter("pocket", recipe=sft)
+    base, adapter = ensure_sft_adapter("pocket", recipe=recipe)
     row["sft_seconds"] = time.perf_counter() - t0
     model, tok = load_policy(base, adapter=adapter, verbose=False)
     r = evaluate_policy(model, tok, eval_entries, max_new_tokens=SFT_EVAL_TOKENS, progress=False)
@@ -126,13 +128,14 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def _child(seed: int, threads: int, cache: str | None, until: str, out: Path) -> subprocess.Popen:
+def _child(seed: int, threads: int, cache: str | None, until: str, out: Path, sets: dict) -> subprocess.Popen:
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
            "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
     if cache:
         env["KIMINA_EDU_CACHE"] = cache
     code = (f"import json, torch; torch.set_num_threads({threads}); from benchmarks.robustness import run_one; "
-            f"open({str(out)!r}, 'w').write(json.dumps(run_one({seed}, until={until!r})))")
+            f"open({str(out)!r}, 'w').write(json.dumps(run_one({seed}, until={until!r}, sft={sets['sft']!r}, "
+            f"grpo={sets['grpo']!r})))")
     return subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
                             stderr=open(out.with_suffix(".log"), "w"))
 
@@ -140,30 +143,49 @@ def _child(seed: int, threads: int, cache: str | None, until: str, out: Path) ->
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2, 3, 4])
-    parser.add_argument("--no-one-thread", action="store_true", help="skip the extra one-thread run of seed 0")
+    parser.add_argument("--no-other-threads", action="store_true",
+                        help="skip the extra run of the first seed on every core (its own cache)")
     parser.add_argument("--until", choices=["sft", "grpo", "trl"], default="trl",
                         help="stop after chapter 3 (sft), 4 (grpo) or 5 (trl, the default)")
+    parser.add_argument("--set", nargs="*", default=[], metavar="sft.KEY=VALUE",
+                        help="try another recipe, e.g. sft.epochs=10 grpo.lr=1e-4 (values parsed as Python literals)")
     parser.add_argument("--parallel", type=int, default=2, help="runs side by side (one thread each)")
     parser.add_argument("--out", default=str(OUT))
     parser.add_argument("--table", action="store_true", help="print the table of --out and exit")
     args = parser.parse_args(argv)
     out = Path(args.out)
+    sets: dict = {"sft": {}, "grpo": {}}
+    for item in args.set:
+        key, _, value = item.partition("=")
+        part, _, field = key.partition(".")
+        if part not in sets or not field or not value:
+            parser.error(f"--set {item!r}: expected sft.KEY=VALUE or grpo.KEY=VALUE")
+        import ast
+
+        try:
+            sets[part][field] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            sets[part][field] = value
     if args.table:
         print(table(json.loads(out.read_text())["runs"]))
         return 0
-    threads = max(1, (os.cpu_count() or 2) // args.parallel)
-    jobs = [(s, threads, None) for s in args.seeds]
-    private = tempfile.mkdtemp(prefix="kimina-robustness-")
-    if not args.no_one_thread and threads != 1:
-        jobs.append((args.seeds[0], 1, private))
+    cores = os.cpu_count() or 2
+    threads = max(1, cores // args.parallel)
+    shared = tempfile.mkdtemp(prefix="kimina-robustness-")  # not the learner's cache: adapters trained here stay here
+    jobs = [(s, threads, shared) for s in args.seeds]
+    if not args.no_other_threads and threads != cores:  # the same seed on every core: another summation order
+        jobs.append((args.seeds[0], cores, tempfile.mkdtemp(prefix="kimina-robustness-")))
     work = Path(tempfile.mkdtemp(prefix="robustness-"))
     rows, running, start = [], [], time.perf_counter()
-    print(f"{len(jobs)} runs, {args.parallel} at a time, {threads} thread(s) each; logs in {work}", flush=True)
+    print(f"{len(jobs)} runs, {args.parallel} at a time, {threads} thread(s) each (the last alone on {cores}); "
+          f"logs in {work}", flush=True)
     while jobs or running:
-        while jobs and len(running) < args.parallel:
+        while jobs and len(running) < args.parallel and (jobs[0][1] == threads or not running):
             seed, n, cache = jobs.pop(0)
             path = work / f"seed{seed}-t{n}.json"
-            running.append((seed, n, path, _child(seed, n, cache, args.until, path)))
+            running.append((seed, n, path, _child(seed, n, cache, args.until, path, sets)))
+            if n != threads:
+                break  # a run on every core runs alone
         time.sleep(2)
         for item in list(running):
             seed, n, path, proc = item
@@ -183,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
                   flush=True)
     rows.sort(key=lambda r: (r["seed"], -r["threads"]))
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"runs": rows, "seconds": time.perf_counter() - start,
+    out.write_text(json.dumps({"runs": rows, "recipe_changes": sets, "seconds": time.perf_counter() - start,
                                "date": time.strftime("%Y-%m-%d")}, indent=1))
     print("\n" + table(rows))
     missed = [m for r in rows for m in goals_missed(r)]

@@ -1,12 +1,10 @@
 """The course's notebook conventions, enforced (CONVENTIONS.md, the foundation issue)."""
 
 import re
-import tomllib
 from pathlib import Path
 
 import nbformat
 import pytest
-import yaml
 
 from kimina_edu.course import list_notebooks
 
@@ -34,21 +32,6 @@ def test_notebook_conventions(path):
     assert all(not c.get("outputs") and c.get("execution_count") is None for c in code), "strip outputs"
     assert "write_metrics(" in code[-1].source, "the last cell writes metrics.json"
     assert any("print_versions(" in c.source for c in code), "print the package versions"
-
-
-def _names(reqs):
-    return {re.split(r"[\[<>=!~ ;]", r, maxsplit=1)[0].lower().replace("_", "-") for r in reqs}
-
-
-def test_environment_yml_matches_pyproject():
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    env = yaml.safe_load((REPO / "environment.yml").read_text())
-    pip_section = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
-    wanted = set(project["dependencies"]) | set(project["optional-dependencies"]["test"])
-    assert _names([r for r in pip_section if not r.startswith("-e")]) == _names(wanted)
-    for req in wanted:  # same pins, spelled the same
-        assert req in pip_section, f"environment.yml must list {req!r} exactly as pyproject.toml does"
-    assert any(str(d).startswith("python=3.11") for d in env["dependencies"])
 
 
 def test_no_output_widgets_anywhere():
