@@ -4,6 +4,7 @@ Two backends with one interface, so the trainer never branches on which one samp
 
     backend.load_policy(model)                          # once per optimizer step: the weights moved
     gen = backend.generate(tok, prompt_ids, settings)   # any number of rounds with those weights
+    backend.release()                                   # before learning: free what sampling held
 
 - :class:`TransformersBackend` — batched, KV-cached ``model.generate`` on the CPU or a GPU.
 - :class:`VLLMBackend` — vLLM in the same process on a CUDA GPU ("colocate", as TRL calls it).
@@ -177,6 +178,10 @@ class TransformersBackend:
             raise RuntimeError("TransformersBackend.generate before load_policy(model): load the policy first")
         return Generation([list(p) for p in prompt_ids], generate_ids(self._sampler, tok, prompt_ids, settings))
 
+    def release(self) -> None:
+        """Drop the merged copy (a whole model's worth of memory) before the learning phase."""
+        self._sampler = None
+
 
 # ------------------------------------------------------------------ vLLM sampling
 
@@ -287,6 +292,10 @@ class VLLMBackend:
         self.llm.reset_prefix_cache()
         self.syncs += 1
         self._loaded = True
+
+    def release(self) -> None:
+        """Nothing to free: vLLM keeps its weights and KV cache between steps (its share of the GPU is
+        ``gpu_memory_utilization``); the pushed weights stay valid until the next :meth:`load_policy`."""
 
     def generate(self, tok, prompt_ids: list[list[int]], settings: SamplingSettings) -> Generation:
         from vllm import SamplingParams

@@ -188,4 +188,5 @@ def test_the_trainer_loads_the_policy_once_per_step_not_once_per_round(tmp_path)
     for step in range(cfg.steps):
         backend.steps_seen = step
         trainer.train_step()
+        assert backend._sampler is None, "the merged copy outlived the collection phase"
     assert backend.loads == cfg.steps and backend.calls == 3 * cfg.steps
