@@ -142,8 +142,14 @@ def missed_goals(name: str, metrics: dict[str, Any]) -> list[str]:
     """The learning goals notebook ``name`` missed (none for SMOKE runs or non-pocket models)."""
     if metrics.get("smoke", True) or metrics.get("model") != "pocket":
         return []
-    goals = LEARNING_GOALS.get(name[:2], [])
-    return [f"{name}: missed goal: {text}" for text, met in goals if not met(metrics)]
+    missed = []
+    for text, met in LEARNING_GOALS.get(name[:2], []):
+        try:
+            if not met(metrics):
+                missed.append(f"{name}: missed goal: {text}")
+        except KeyError as exc:  # a figure the goal needs is missing: the goal is not met (fail closed)
+            missed.append(f"{name}: missed goal: {text} (metrics.json has no {exc.args[0]!r})")
+    return missed
 
 
 def _headline(metrics: dict[str, Any]) -> str:

@@ -38,7 +38,7 @@ def test_failure_is_reported_and_the_rest_still_runs(tmp_path, monkeypatch, caps
 
 
 def test_learning_goals_are_judged_on_full_pocket_runs_only():
-    full = {"smoke": False, "model": "pocket", "accuracy_before": 0.71, "grpo_seconds": 400.0}
+    full = {"smoke": False, "model": "pocket", "accuracy_before": 0.71, "grpo_seconds": 400.0, "format_after": 1.0}
     assert course.missed_goals("04_grpo_from_scratch", {**full, "accuracy_after": 0.77}) == []
     missed = course.missed_goals("04_grpo_from_scratch", {**full, "accuracy_after": 0.74, "grpo_seconds": 700.0})
     assert len(missed) == 2 and "+ 5 points" in missed[0] and "10 minutes" in missed[1]
@@ -46,6 +46,10 @@ def test_learning_goals_are_judged_on_full_pocket_runs_only():
     assert course.missed_goals("04_grpo_from_scratch", {**full, "accuracy_after": 0.5, "model": "hub-id"}) == []
     assert course.missed_goals("03_sft_warmup", {"smoke": False, "model": "pocket", "sft_accuracy": 0.6,
                                                  "sft_format_rate": 1.0}) == ["03_sft_warmup: missed goal: SFT accuracy ≥ 65%"]
+    # a metric the goal needs but the notebook did not write is a missed goal, not a crash (fail closed)
+    no_format = {k: v for k, v in full.items() if k != "format_after"}
+    assert course.missed_goals("04_grpo_from_scratch", {**no_format, "accuracy_after": 0.9}) == [
+        "04_grpo_from_scratch: missed goal: format rate after GRPO ≥ 95% (metrics.json has no 'format_after')"]
 
 
 # ---- issue 17 item 4: overrides reach every notebook; runs/latest only ever points at a finished run
