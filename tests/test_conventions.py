@@ -44,3 +44,32 @@ def test_no_output_widgets_anywhere():
     pattern = re.compile(r"\b(Output\(|interact(_manual)?\b)")
     offenders = [name for name, text in sources.items() if pattern.search(text)]
     assert not offenders, f"Output widget or interact in {offenders}"
+
+
+SOLUTIONS = sorted((REPO / "notebooks" / "solutions").glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.stem)
+def test_solutions_conventions(path):
+    """Solutions notebooks run in the same harness: a parameters cell, stripped, metrics last."""
+    assert re.fullmatch(r"\d\d_solutions\.ipynb", path.name)
+    nb = nbformat.read(path, as_version=4)
+    assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# ")
+    params = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(params) == 1, "exactly one cell tagged 'parameters'"
+    for name in REQUIRED_PARAMS:
+        assert re.search(rf"^{name}\s*=", params[0].source, re.MULTILINE), f"parameters cell lacks {name}"
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(not c.get("outputs") and c.get("execution_count") is None for c in code), "strip outputs"
+    assert "write_metrics(" in code[-1].source, "the last cell writes metrics.json"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_chapter_ends_with_exercises(path):
+    """Every chapter ends with at least three exercises, solved in notebooks/solutions/."""
+    nb = nbformat.read(path, as_version=4)
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert "## Exercises" in text, "add an '## Exercises' section before the metrics cell"
+    section = text.split("## Exercises", 1)[1]
+    assert len(re.findall(r"^\d\.\s", section, re.MULTILINE)) >= 3, "at least three numbered exercises"
+    assert (REPO / "notebooks" / "solutions" / f"{path.name[:2]}_solutions.ipynb").exists()

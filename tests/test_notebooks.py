@@ -24,6 +24,7 @@ def check_01(m):
     assert m["paid_wrong_raw"] >= 3, "the audit should show reasoning-gym paying partial credit to wrong answers"
     assert m["paid_wrong_binarized"] == 0, "binarized correctness must pay nothing to a wrong answer"
     assert m["correct_binarized"] == [1.0, 1.0]
+    assert m["derive_checks"] == {"extract_answer": True, "format_reward": True}
 
 
 def check_02(m):

@@ -1,0 +1,40 @@
+"""Every chapter's exercise solutions, executed headless with SMOKE=True (so they cannot rot).
+
+Each solutions notebook asserts its own answers and writes ``checked`` — exercise → True — to
+metrics.json; a chapter with fewer than three checked solutions fails.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from kimina_edu.course import NOTEBOOKS, list_notebooks, run_notebook
+
+SOLUTIONS = sorted((NOTEBOOKS / "solutions").glob("[0-9][0-9]_solutions.ipynb"))
+
+
+def test_every_chapter_has_solutions():
+    chapters = {p.name[:2] for p in list_notebooks()}
+    have = {p.name[:2] for p in SOLUTIONS}
+    assert chapters <= have, f"chapters without a solutions notebook: {sorted(chapters - have)}"
+
+
+@pytest.fixture(scope="session")
+def smoke_env(tmp_path_factory):
+    cache = os.environ.get("KIMINA_EDU_TEST_CACHE") or str(tmp_path_factory.getbasetemp() / "model-cache")
+    os.environ["KIMINA_EDU_CACHE"] = cache
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    return Path(cache)
+
+
+@pytest.mark.parametrize("notebook", SOLUTIONS, ids=lambda p: p.stem)
+def test_solutions_smoke(notebook, smoke_env, tmp_path):
+    result = run_notebook(notebook, tmp_path / notebook.stem, smoke=True, timeout=300)
+    assert result.ok, f"{notebook.name} failed:\n{result.error[-6000:]}"
+    checked = result.metrics.get("checked", {})
+    assert len(checked) >= 3 and all(v is True for v in checked.values()), checked
+    assert result.metrics.get("smoke") is True
