@@ -34,6 +34,7 @@ def check_02(m):
     w = {lt: list(v["token_weight_by_length"].values()) for lt, v in m["aggregation"].items()}
     assert w["grpo"][0] > 5 * w["grpo"][-1], "grpo must weigh short completions' tokens more"
     assert w["dr_grpo"][0] == pytest.approx(w["dr_grpo"][-1]), "dr_grpo weighs every token the same"
+    assert m["derive_checks"] == {"group_advantages": True, "policy_loss": True, "kl_k3": True}
 
 
 def check_06(m):
