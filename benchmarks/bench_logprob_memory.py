@@ -5,7 +5,8 @@
 Random weights with SmolLM-135M-Instruct's exact shape (``--model qwen3``: Qwen3-0.6B's; configs in
 ``bench_real_size.py``), the article's LoRA (r=32 on every projection), the article's sequence
 shape: a ~109-token prompt and 300 completion tokens. Each variant runs in a fresh process and reports its peak resident memory
-(``ru_maxrss``) above what the process held once the model and batch were built.
+during the minibatch above what the process held once the model and batch were built
+(``bench_real_size.peak_meter``).
 
     python benchmarks/bench_logprob_memory.py [--model smollm|qwen3] [--minibatch 4]
                                               [--prompt 109] [--completion 300]
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import time
@@ -46,13 +46,12 @@ def logprobs_before_issue_19(model, rollouts, pad_id, *, with_entropy=False):
 
 def child(variant: str, key: str, minibatch: int, prompt: int, completion: int) -> dict:
     """One learning minibatch as ``GRPOTrainer._minibatch_backward`` runs it, in this process."""
-    import psutil
     import torch
     import transformers
     from peft import get_peft_model
 
     sys.path.insert(0, str(HERE))
-    from bench_real_size import MODELS
+    from bench_real_size import MODELS, peak_meter
 
     from kimina_edu.grpo import policy_loss
     from kimina_edu.models import lora_config
@@ -68,16 +67,16 @@ def child(variant: str, key: str, minibatch: int, prompt: int, completion: int) 
                         torch.randint(3, vocab, (completion - (i % 3) * 20,), generator=g).tolist(), [],
                         1.0 if i % 2 else -1.0, 0.0, False) for i in range(minibatch)]
     fn = completion_logprobs if variant == "after" else logprobs_before_issue_19
-    base = psutil.Process().memory_info().rss
+    peak = peak_meter()
     start = time.perf_counter()
     logp, mask, ent = fn(model, rollouts, 2, with_entropy=True)
     adv = torch.tensor([r.advantage for r in rollouts])
     loss, _ = policy_loss(logp, logp.detach(), adv, mask, loss_type="grpo", max_len=completion)
     loss.backward()
     seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: kilobytes
+    peak_bytes = peak()
     tokens = sum(len(r.prompt_ids) + len(r.completion_ids) for r in rollouts)
-    return {"variant": variant, "peak_bytes": peak - base, "seconds": seconds, "tokens": tokens,
+    return {"variant": variant, "peak_bytes": peak_bytes, "seconds": seconds, "tokens": tokens,
             "entropy_mean": float((ent * mask).sum() / mask.sum())}
 
 

@@ -7,7 +7,7 @@ length, which is what chapter 4's 300-token cap costs in the worst case). fp32 o
 article's LoRA (r=32, alpha=64, every projection), ``torch`` using the machine's cores.
 
 Each phase runs in a fresh process and reports its peak resident memory above what the process held
-once model and data were built (``ru_maxrss``):
+once model and data were built (Linux ``VmHWM``, reset just before the phase: :func:`peak_meter`):
 
 - **sft** — one optimizer step of chapter 3's warm-up: 8 chat examples of ~170 tokens, causal-LM loss
   on the LoRA model, AdamW (the compute TRL's ``SFTTrainer`` runs per step, without its bookkeeping);
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
+import re
 import subprocess
 import sys
 import time
@@ -58,6 +58,22 @@ ARTICLE = {"B": 8, "G": 6, "prompt": 109, "completion": 300}  # chapter 4's arti
 SFT = {"batch": 8, "length": 170}  # chapter 3: batch_size 8, a ~109-token prompt + a ~60-token answer
 
 
+def _status(field: str) -> int:
+    return int(re.search(rf"{field}:\s+(\d+) kB", Path("/proc/self/status").read_text()).group(1)) * 1024
+
+
+def peak_meter():
+    """Start measuring: returns a function giving the peak resident memory since now, above now.
+
+    Linux keeps the process's high-water mark (``VmHWM``); writing 5 to ``/proc/self/clear_refs``
+    resets it to the current size, so building the model (whose transient peak can exceed what it
+    keeps) does not hide the phase's own peak — ``ru_maxrss`` cannot be reset.
+    """
+    Path("/proc/self/clear_refs").write_text("5")
+    base = _status("VmRSS")
+    return lambda: _status("VmHWM") - base
+
+
 def _build(key: str):
     import torch
     import transformers
@@ -81,7 +97,6 @@ def _ids(n: int, length: int, vocab: int, seed: int) -> list[list[int]]:
 
 def phase(key: str, name: str, args) -> dict:
     """Run one phase in this process; return its time, token count and peak memory above the start."""
-    import psutil
     import torch
 
     model, cfg = _build(key)
@@ -91,7 +106,7 @@ def phase(key: str, name: str, args) -> dict:
         batch = torch.tensor(_ids(SFT["batch"], SFT["length"], vocab, 1))
         opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=2e-4)
         model.train()
-        base, start = psutil.Process().memory_info().rss, time.perf_counter()
+        base, peak, start = _status("VmRSS"), peak_meter(), time.perf_counter()
         model(input_ids=batch, labels=batch).loss.backward()
         opt.step()
         tokens = batch.numel()
@@ -105,7 +120,7 @@ def phase(key: str, name: str, args) -> dict:
         settings = SamplingSettings(max_new_tokens=args.gen_tokens, temperature=0.7, top_p=0.95, n=args.gen_samples)
         backend = TransformersBackend()
         model.eval()
-        base, start = psutil.Process().memory_info().rss, time.perf_counter()
+        base, peak, start = _status("VmRSS"), peak_meter(), time.perf_counter()
         backend.load_policy(model)
         gen = backend.generate(tok, prompts, settings)
         tokens = sum(len(c) for c in gen.completion_ids)
@@ -117,7 +132,7 @@ def phase(key: str, name: str, args) -> dict:
         comps = _ids(args.minibatch, ARTICLE["completion"], vocab, 4)
         rollouts = [Rollout(p, c, [], 1.0 if i % 2 else -1.0, 0.0, False) for i, (p, c) in enumerate(zip(prompts, comps))]
         model.train()
-        base, start = psutil.Process().memory_info().rss, time.perf_counter()
+        base, peak, start = _status("VmRSS"), peak_meter(), time.perf_counter()
         logp, mask, _ = completion_logprobs(model, rollouts, cfg["pad_token_id"], with_entropy=True)
         adv = torch.tensor([r.advantage for r in rollouts])
         loss, _ = policy_loss(logp, logp.detach(), adv, mask, loss_type="grpo", max_len=ARTICLE["completion"])
@@ -126,9 +141,8 @@ def phase(key: str, name: str, args) -> dict:
     else:
         raise ValueError(f"unknown phase {name!r}: sft, generate or learn")
     seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base
-    return {"model": key, "phase": name, "seconds": seconds, "tokens": tokens, "peak_bytes": peak,
-            "weights_bytes": base, "n_params": n_params}
+    return {"model": key, "phase": name, "seconds": seconds, "tokens": tokens, "peak_bytes": peak(),
+            "rss_after_build_bytes": base, "n_params": n_params}
 
 
 def main() -> int:
@@ -171,7 +185,7 @@ def main() -> int:
         n = ARTICLE["B"] * ARTICLE["G"]
         step = n * ARTICLE["completion"] / gen_rate + n * (ARTICLE["prompt"] + ARTICLE["completion"]) / train_rate
         summary[MODELS[key][0]] = {
-            "params_M": got["sft"]["n_params"] / 1e6, "weights_GiB": got["sft"]["weights_bytes"] / 2**30,
+            "params_M": got["sft"]["n_params"] / 1e6, "rss_after_build_GiB": got["sft"]["rss_after_build_bytes"] / 2**30,
             "sft_step_s": got["sft"]["seconds"], "sft_tok_per_s": got["sft"]["tokens"] / got["sft"]["seconds"],
             "gen_tok_per_s": gen_rate, "gen_rows": args.gen_prompts * args.gen_samples,
             "train_tok_per_s": train_rate, "learn_peak_GiB": got["learn"]["peak_bytes"] / 2**30,
