@@ -7,18 +7,20 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 VERL_VENV := .venv-verl
 LEAN_VENV := .venv-lean
+LAB_STAMP := $(VENV)/.lab-installed
+CHROMIUM ?= /usr/bin/chromium
 UV_VERSION := 0.13.9
 # uv resolves for this Python and platform; /opt/wheels (where this course's machines keep the CPU
 # torch wheel) is used when present, so the lock holds the CPU build's dependency set.
 UV_COMPILE = $(VENV)/bin/uv pip compile -q --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
 	$(if $(wildcard /opt/wheels),--find-links /opt/wheels) --custom-compile-command "make lock"
 
-.PHONY: help install course smoke test lab bench verl-check lean-check lint clean lock pocket robustness
+.PHONY: help install course smoke test lab browser bench verl-check lean-check lint clean lock pocket robustness
 
 help:
 	@echo "make course      run every notebook headless into runs/<timestamp>/ (full sizes, CPU ok)"
 	@echo "make test        unit tests + every notebook in SMOKE mode"
-	@echo "make lab         JupyterLab on notebooks/"
+	@echo "make lab         JupyterLab on your own copies of the notebooks, in runs/lab/"
 	@echo "make bench       every script under benchmarks/, one table of ratios (runs/bench.json)"
 	@echo "make verl-check  separate .venv-verl with verl 0.9.1; checks chapter 8's wiring"
 	@echo "make lean-check  separate .venv-lean with the real kimina-lean-server code + a fake Lean REPL; contract tests"
@@ -42,14 +44,28 @@ course: $(STAMP)
 smoke: $(STAMP)
 	$(PY) -m kimina_edu.course --smoke
 
-test: $(STAMP) $(VERL_VENV)/.installed $(LEAN_VENV)/.installed
+test: $(STAMP) $(LAB_STAMP) $(CHROMIUM) $(VERL_VENV)/.installed $(LEAN_VENV)/.installed
 	$(PY) -m pytest tests -ra --durations=15
 	$(VERL_VENV)/bin/python -m kimina_edu.verl.check
 	$(LEAN_VENV)/bin/python -m pytest tests/test_lean_real_server.py -ra -p no:cacheprovider
 
-lab: $(STAMP)
+# JupyterLab works on copies under runs/lab/ (kimina_edu/lab.py says why); notebooks/ stays as shipped.
+# Extra arguments for jupyter lab: make lab LAB_ARGS="--port=8899".
+lab: $(LAB_STAMP)
+	$(PY) -m kimina_edu.lab $(LAB_ARGS)
+
+$(LAB_STAMP): $(STAMP) requirements-lab.lock
 	$(PY) -m pip install -q -r requirements-lab.lock
-	$(VENV)/bin/jupyter lab notebooks/
+	touch $@
+
+# tests/test_browser.py drives Debian's Chromium (browser downloads are blocked: never `playwright install`).
+# Installed here when missing; when it cannot be, one line says so and the browser test fails with it.
+browser: $(CHROMIUM)
+$(CHROMIUM):
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1 \
+		|| echo "chromium: apt-get install chromium failed; tests/test_browser.py will fail until $(CHROMIUM) exists"; \
+	else echo "chromium: not at $(CHROMIUM) and not root with apt-get: install Debian's chromium; tests/test_browser.py fails until then"; fi
 
 bench: $(STAMP) $(LEAN_VENV)/.installed
 	$(PY) -m benchmarks.run_all

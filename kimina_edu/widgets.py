@@ -1,19 +1,61 @@
-"""ipywidgets playgrounds. Each returns the widget so a headless run can still build it
-(papermill executes the cell; nothing waits for input)."""
+"""ipywidgets playgrounds, and how they look once the kernel is gone.
+
+Each builder returns the widget, so a headless run can still build it (papermill executes the cell;
+nothing waits for input). Each playground is a :class:`Playground`, whose display also carries a static
+``text/html`` rendering of its state: frontends without live widgets (an HTML export, a notebook viewer)
+show that instead of "Error displaying widget". ``static_html_from_state`` renders the widget state that
+JupyterLab (``saveState``, turned on by ``make lab``) and nbclient save into a notebook, so an HTML export
+shows the last state a learner left, with no widget JavaScript fetched from a CDN.
+
+Never an ``Output`` widget or ``interact`` (see ``tests/test_conventions.py``): results go into ``HTML``
+and ``Image`` widgets.
+"""
 
 from __future__ import annotations
 
+import base64
+import html
+from collections.abc import Callable
 from typing import Any
 
+import ipywidgets as w
 
-def reward_playground(entry: dict[str, Any]):
-    """Type a completion, see the extracted answer and every reward for ``entry``."""
-    import ipywidgets as w
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+# The clip explorer's figure, in pixels: drawn at exactly this size and shown at exactly this size
+# (a fixed canvas, no bbox_inches="tight"), so the browser never rescales it and it stays sharp.
+CLIP_FIGSIZE_IN, CLIP_DPI = (6.0, 3.5), 80
+CLIP_PX = (int(CLIP_FIGSIZE_IN[0] * CLIP_DPI), int(CLIP_FIGSIZE_IN[1] * CLIP_DPI))
 
+
+class Playground(w.VBox):
+    """A VBox whose display also carries a static HTML rendering of its current state."""
+
+    def __init__(self, children: list[w.Widget], snapshot: Callable[[], str], **kwargs: Any):
+        super().__init__(children, **kwargs)
+        self._snapshot = snapshot
+
+    def snapshot_html(self) -> str:
+        return f"<div class='kimina-widget-snapshot'>{self._snapshot()}</div>"
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        bundle = super()._repr_mimebundle_(**kwargs) or {}
+        bundle["text/html"] = self.snapshot_html()
+        return bundle
+
+
+def reward_playground(entry: dict[str, Any]) -> Playground:
+    """Type a completion, see the extracted answer and every reward for ``entry``.
+
+    Scoring runs on every keystroke (``continuous_update``); it takes microseconds, so the readout
+    follows the typing.
+    """
     from kimina_edu.rewards import raw_score, score_completion
 
+    question = w.HTML(f"<pre style='white-space:pre-wrap'>{html.escape(str(entry.get('question', '')))}</pre>")
     box = w.Textarea(
         value=f"<think>I compare the premises.</think>\n<answer>{entry.get('answer') or ''}</answer>",
+        continuous_update=True,
         layout=w.Layout(width="100%", height="90px"),
     )
     out = w.HTML()
@@ -21,29 +63,52 @@ def reward_playground(entry: dict[str, Any]):
     def update(_=None):
         b = score_completion(box.value, entry)
         out.value = (
-            f"<b>answer</b>: {b.answer!r} &nbsp; <b>raw score</b>: {raw_score(b.answer, entry):.3f} &nbsp; "
-            f"<b>format</b>: {b.format} &nbsp; <b>correct</b>: {b.correct} &nbsp; <b>total</b>: {b.total:.2f}"
+            f"<b>answer</b>: {html.escape(repr(b.answer), quote=False)} &nbsp; <b>raw score</b>: {raw_score(b.answer, entry):.3f}"
+            f" &nbsp; <b>format</b>: {b.format} &nbsp; <b>correct</b>: {b.correct} &nbsp; <b>total</b>: {b.total:.2f}"
         )
 
     box.observe(update, names="value")
     update()
-    return w.VBox([w.HTML(f"<pre>{entry['question']}</pre>"), box, out])
+    return Playground(
+        [question, box, out],
+        snapshot=lambda: f"{question.value}<pre style='white-space:pre-wrap'>{html.escape(box.value)}</pre>{out.value}",
+    )
 
 
-def clip_explorer(advantage: float = 1.0, eps_low: float = 0.2, eps_high: float = 0.2, ratio: float = 1.1):
-    """Sliders for ratio, advantage and the two epsilons over the clipped-surrogate plot.
+def _clip_readout(advantage: float, eps_low: float, eps_high: float, ratio: float) -> str:
+    """The numbers at the red dot: objective, whether the clip is active, and so whether the token
+    still gets a gradient (PPO's clipped surrogate, Schulman et al. 2017, eq. 7)."""
+    import numpy as np
+
+    from kimina_edu.plots import clipped_surrogate
+
+    obj = float(clipped_surrogate(np.array([ratio]), advantage, eps_low, eps_high)[0])
+    clipped = (advantage > 0 and ratio > 1 + eps_high) or (advantage < 0 and ratio < 1 - eps_low)
+    return (
+        f"<b>ratio</b> {ratio:.2f} &nbsp; <b>A</b> {advantage:+.2f} &nbsp; "
+        f"<b>clip range</b> [{1 - eps_low:.2f}, {1 + eps_high:.2f}] &nbsp; <b>objective</b> {obj:+.3f} &nbsp; "
+        f"<b>gradient</b> {'0 (clipped)' if clipped else f'{advantage:+.2f} (A, not clipped)'}"
+    )
+
+
+def clip_explorer(advantage: float = 1.0, eps_low: float = 0.2, eps_high: float = 0.2, ratio: float = 1.1) -> Playground:
+    """Sliders for ratio, advantage and the two epsilons over the clipped-surrogate plot, with the
+    numbers at the current ratio below it.
 
     Drawn as PNG bytes into an ``Image`` widget, never an ``Output`` widget, which can stall a
-    headless run for the whole cell timeout (see ``tests/test_conventions.py``).
+    headless run for the whole cell timeout (see ``tests/test_conventions.py``). The image is pinned to
+    its pixel size: left to the box's layout it was stretched to the cell's width and blurred.
     """
     import io
 
-    import ipywidgets as w
     import matplotlib.pyplot as plt
 
     from kimina_edu.plots import plot_clipped_surrogate
 
-    image = w.Image(format="png")
+    width, height = CLIP_PX
+    image = w.Image(format="png", width=width, height=height,
+                    layout=w.Layout(width=f"{width}px", height=f"{height}px", flex="0 0 auto", object_fit="none"))
+    readout = w.HTML()
     sliders = {
         "advantage": w.FloatSlider(value=advantage, min=-2, max=2, step=0.1, description="A"),
         "eps_low": w.FloatSlider(value=eps_low, min=0.0, max=0.5, step=0.01, description="ε low"),
@@ -52,38 +117,126 @@ def clip_explorer(advantage: float = 1.0, eps_low: float = 0.2, eps_high: float 
     }
 
     def redraw(_=None):
-        fig, ax = plt.subplots(figsize=(6, 3.5))
-        plot_clipped_surrogate(**{k: s.value for k, s in sliders.items()}, ax=ax)
+        values = {k: s.value for k, s in sliders.items()}
+        fig, ax = plt.subplots(figsize=CLIP_FIGSIZE_IN)
+        plot_clipped_surrogate(**values, ax=ax)
+        fig.tight_layout()  # inside the fixed canvas: the PNG is always CLIP_PX
         png = io.BytesIO()
-        fig.savefig(png, format="png", dpi=80, bbox_inches="tight")
+        fig.savefig(png, format="png", dpi=CLIP_DPI)
         plt.close(fig)  # closed, so the inline backend does not print it a second time under the cell
         image.value = png.getvalue()
+        readout.value = _clip_readout(**values)
 
     for s in sliders.values():
         s.observe(redraw, names="value")
     redraw()
-    return w.VBox([w.HBox(list(sliders.values())[:2]), w.HBox(list(sliders.values())[2:]), image])
+
+    def snapshot() -> str:
+        b64 = base64.b64encode(bytes(image.value)).decode()
+        knobs = " &nbsp; ".join(f"{html.escape(s.description)} = {s.value:g}" for s in sliders.values())
+        return f"<div>{knobs}</div><img src='data:image/png;base64,{b64}' width={width} height={height}><div>{readout.value}</div>"
+
+    return Playground([w.HBox(list(sliders.values())[:2]), w.HBox(list(sliders.values())[2:]), image, readout],
+                      snapshot=snapshot)
 
 
-def rollout_browser(rows: list[dict[str, Any]]):
-    """Page through logged rollouts: question, completion, reward, advantage."""
-    import html
-
-    import ipywidgets as w
-
+def rollout_browser(rows: list[dict[str, Any]]) -> Playground | w.HTML:
+    """Page through logged rollouts: question, completion, reward, advantage (slider or arrow keys)."""
     if not rows:
         return w.HTML("<i>no rollouts logged</i>")
     idx = w.IntSlider(value=0, min=0, max=len(rows) - 1, description="rollout")
     out = w.HTML()
 
+    def number(value: Any, fmt: str) -> str:
+        try:
+            return format(float(value), fmt)
+        except (TypeError, ValueError):
+            return html.escape(str(value))
+
     def show(_=None):
         r = rows[idx.value]
         out.value = (
-            f"<b>step</b> {r.get('step')} &nbsp; <b>reward</b> {r.get('reward', 0):.2f} &nbsp; "
-            f"<b>advantage</b> {r.get('advantage', 0):+.2f}<br><pre>{html.escape(r.get('question', ''))}</pre>"
-            f"<pre style='background:#f4f4f4'>{html.escape(r.get('completion', ''))}</pre>"
+            f"<b>rollout</b> {idx.value + 1} of {len(rows)} &nbsp; <b>step</b> {html.escape(str(r.get('step')))} &nbsp; "
+            f"<b>reward</b> {number(r.get('reward', 0), '.2f')} &nbsp; "
+            f"<b>advantage</b> {number(r.get('advantage', 0), '+.2f')}"
+            f"<br><pre style='white-space:pre-wrap'>{html.escape(str(r.get('question', '')))}</pre>"
+            f"<pre style='background:#f4f4f4;white-space:pre-wrap'>{html.escape(str(r.get('completion', '')))}</pre>"
         )
 
     idx.observe(show, names="value")
     show()
-    return w.VBox([idx, out])
+    return Playground([idx, out], snapshot=lambda: out.value)
+
+
+# --- what a notebook shows once the kernel is gone ------------------------------------------------------
+
+_MAX_DEPTH = 32
+
+
+def static_html_from_state(model_id: str, state: dict[str, Any]) -> str | None:
+    """Static HTML for the widget ``model_id`` from a notebook's saved widget state (the ``state`` dict
+    of ``metadata.widgets["application/vnd.jupyter.widget-state+json"]``); None when the model is not
+    there. Boxes, HTML, labels, text, sliders and images are drawn; any other widget becomes one line
+    saying to run the cell. Values are escaped except HTML widgets', which are HTML by contract."""
+    if not isinstance(state, dict) or model_id not in state:
+        return None
+    seen: set[str] = set()
+
+    def draw(mid: str, depth: int) -> str:
+        entry = state.get(mid)
+        if depth > _MAX_DEPTH or mid in seen or not isinstance(entry, dict):
+            return ""
+        seen.add(mid)
+        s = entry.get("state") if isinstance(entry.get("state"), dict) else {}
+        name = str(entry.get("model_name") or s.get("_model_name") or "")
+        desc = html.escape(str(s.get("description") or ""))
+        if name in ("VBoxModel", "HBoxModel", "BoxModel", "GridBoxModel"):
+            kids = [c[len("IPY_MODEL_"):] for c in s.get("children") or [] if isinstance(c, str) and c.startswith("IPY_MODEL_")]
+            direction = "row" if name == "HBoxModel" else "column"
+            inner = "".join(f"<div>{draw(k, depth + 1)}</div>" for k in kids)
+            return f"<div style='display:flex;flex-direction:{direction};gap:4px 16px'>{inner}</div>"
+        if name in ("HTMLModel", "HTMLMathModel"):
+            return str(s.get("value") or "")
+        if name in ("LabelModel", "TextModel", "TextareaModel"):
+            text = html.escape(str(s.get("value") or ""))
+            tag = "pre style='white-space:pre-wrap;border:1px solid #ccc;padding:4px'" if name == "TextareaModel" else "span"
+            return f"{desc} <{tag}>{text}</{tag.split()[0]}>"
+        if name.endswith("SliderModel") or name in ("FloatTextModel", "IntTextModel", "CheckboxModel", "DropdownModel"):
+            return f"{desc or name[:-5]}: <b>{html.escape(str(s.get('value', s.get('index'))))}</b>"
+        if name == "ImageModel":
+            data = next((b.get("data") for b in entry.get("buffers") or []
+                         if isinstance(b, dict) and b.get("path") == ["value"] and b.get("encoding", "base64") == "base64"), None)
+            if not isinstance(data, str):
+                return "<i>(image not saved: run the cell)</i>"
+            fmt = html.escape(str(s.get("format") or "png"))
+            size = " ".join(f"{k}='{html.escape(str(s[k]))}'" for k in ("width", "height") if s.get(k))
+            return f"<img src='data:image/{fmt};base64,{html.escape(data)}' {size}>"
+        if name in ("LayoutModel", "StyleModel") or name.endswith("StyleModel"):
+            return ""
+        return f"<i>({html.escape(name or 'widget')}: run the cell to use it)</i>"
+
+    return draw(model_id, 0)
+
+
+def freeze_widgets(nb: Any) -> int:
+    """Replace every live-widget output of ``nb`` (an nbformat notebook) with static HTML drawn from
+    its saved state, or the ``text/html`` the widget carried when it was displayed, and drop the saved
+    state, so an HTML export needs no widget JavaScript (nbconvert would otherwise load it from a CDN,
+    which an offline reader cannot reach). Returns how many outputs were frozen."""
+    widgets = nb.get("metadata", {}).get("widgets") or {}
+    state = (widgets.get(WIDGET_STATE) or {}).get("state") or {}
+    frozen = 0
+    for cell in nb.get("cells", []):
+        for out in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
+            data = out.get("data") if isinstance(out, dict) else None
+            if not data or WIDGET_VIEW not in data:
+                continue
+            view = data.pop(WIDGET_VIEW)
+            drawn = static_html_from_state(str((view or {}).get("model_id", "")), state) if isinstance(view, dict) else None
+            if drawn:
+                data["text/html"] = drawn
+            elif "text/html" not in data:
+                data["text/html"] = "<i>(interactive widget: run the notebook in JupyterLab to use it)</i>"
+            frozen += 1
+    nb.get("metadata", {}).pop("widgets", None)
+    return frozen

@@ -1,13 +1,37 @@
-"""The playground widgets work without a browser: values in, rendered state out."""
+"""The playground widgets work without a browser: values in, rendered state out; and what a notebook
+shows of them once the kernel is gone (saved state → static HTML). tests/test_browser.py drives them
+in JupyterLab."""
 
-from kimina_edu.widgets import clip_explorer, reward_playground, rollout_browser
+import base64
+import io
+import time
+
+import nbformat
+from ipywidgets import Widget
+from PIL import Image
+
+from kimina_edu.widgets import (
+    CLIP_PX,
+    WIDGET_STATE,
+    WIDGET_VIEW,
+    clip_explorer,
+    freeze_widgets,
+    reward_playground,
+    rollout_browser,
+    static_html_from_state,
+)
 
 PNG_MAGIC = b"\x89PNG"
+ENTRY = {"question": "All A are B. Does it follow?", "answer": "Yes", "metadata": {"source_dataset": "syllogism"}}
+
+
+def _png_size(data) -> tuple[int, int]:
+    return Image.open(io.BytesIO(bytes(data))).size
 
 
 def test_clip_explorer_redraws_when_a_slider_moves():
     box = clip_explorer(eps_low=0.2, eps_high=0.28)
-    image = box.children[-1]
+    image = box.children[2]
     first = bytes(image.value)  # ipywidgets stores the bytes as a memoryview
     assert first.startswith(PNG_MAGIC)
     slider = box.children[0].children[0]  # advantage
@@ -16,13 +40,64 @@ def test_clip_explorer_redraws_when_a_slider_moves():
     assert bytes(image.value) != first
 
 
+def test_clip_explorer_image_is_shown_at_the_size_it_is_drawn():
+    """A stretched PNG is a blurred one: the picture keeps one pixel size whatever the sliders say, and
+    the widget is pinned to exactly that size."""
+    box = clip_explorer()
+    image = box.children[2]
+    sizes = set()
+    for a, ratio in ((1.0, 1.1), (-2.0, 0.0), (0.1, 2.5)):
+        box.children[0].children[0].value = a
+        box.children[1].children[1].value = ratio
+        sizes.add(_png_size(image.value))
+    assert sizes == {CLIP_PX}
+    assert (int(image.width), int(image.height)) == CLIP_PX
+    assert (image.layout.width, image.layout.height) == (f"{CLIP_PX[0]}px", f"{CLIP_PX[1]}px")
+
+
+def test_clip_explorer_reads_out_the_numbers_at_the_dot():
+    box = clip_explorer(advantage=1.0, eps_low=0.2, eps_high=0.2, ratio=1.1)
+    readout = box.children[3]
+    assert "<b>objective</b> +1.100" in readout.value and "not clipped" in readout.value
+    box.children[1].children[1].value = 1.5  # ratio past 1 + ε_high with A > 0: clipped, objective 1.2
+    assert "<b>objective</b> +1.200" in readout.value and "0 (clipped)" in readout.value
+
+
 def test_reward_playground_scores_what_is_typed():
-    entry = {"question": "All A are B. Does it follow?", "answer": "Yes", "metadata": {"source_dataset": "syllogism"}}
-    box = reward_playground(entry)
+    box = reward_playground(ENTRY)
     text, out = box.children[1], box.children[2]
     assert "<b>format</b>: 1.0" in out.value
     text.value = "no tags at all"
     assert "<b>format</b>: 0.0" in out.value
+
+
+def test_reward_playground_follows_each_keystroke():
+    """The readout follows every keystroke (continuous_update); scoring one must stay far below a
+    frame so the kernel is never the reason the playground lags (the browser test measures the rest)."""
+    box = reward_playground(ENTRY)
+    text, out = box.children[1], box.children[2]
+    assert text.continuous_update
+    typed = "<think>x</think><answer>"
+    seen = set()
+    for ch in "No</answer>":
+        typed += ch
+        text.value = typed
+        seen.add(out.value)
+    assert len(seen) > 1 and "'No'" in out.value
+
+
+def test_snapshot_travels_with_the_widget_display():
+    """The display bundle carries static HTML of the *current* state beside the live view, for any
+    frontend that cannot draw the widget (an HTML export, a notebook viewer)."""
+    box = reward_playground(ENTRY)
+    box.children[1].value = "<answer>No & <b>bold</b></answer>"
+    bundle = box._repr_mimebundle_()
+    assert WIDGET_VIEW in bundle
+    assert "No &amp; &lt;b&gt;bold&lt;/b&gt;" in bundle["text/html"]
+    assert "<b>correct</b>" in bundle["text/html"]
+    clip = clip_explorer()
+    html_ = clip._repr_mimebundle_()["text/html"]
+    assert f"width={CLIP_PX[0]} height={CLIP_PX[1]}" in html_ and "data:image/png;base64," in html_
 
 
 def test_rollout_browser_pages_and_escapes_html():
@@ -32,5 +107,64 @@ def test_rollout_browser_pages_and_escapes_html():
     slider, out = box.children[0], box.children[1]
     assert "&lt;answer&gt;Yes&lt;/answer&gt;" in out.value
     slider.value = 1
-    assert "q2" in out.value and "-0.50" in out.value
+    assert "q2" in out.value and "-0.50" in out.value and "rollout</b> 2 of 2" in out.value
     assert "no rollouts" in rollout_browser([]).value
+    odd = rollout_browser([{"step": "<s>", "reward": None, "advantage": "n/a"}])
+    assert "&lt;s&gt;" in odd.children[1].value and "None" in odd.children[1].value
+
+
+def _saved_state():
+    return Widget.get_manager_state(drop_defaults=False)["state"]
+
+
+def test_saved_state_renders_the_last_values_statically():
+    """What ipywidgets saves (the same routine JupyterLab and nbclient use) is drawn back as HTML:
+    the moved slider's value, the current picture, the current readout."""
+    clip = clip_explorer()
+    clip.children[1].children[1].value = 1.5
+    png = base64.b64encode(bytes(clip.children[2].value)).decode()
+    html_ = static_html_from_state(clip.model_id, _saved_state())
+    assert "ratio: <b>1.5</b>" in html_
+    assert png in html_ and f"width='{CLIP_PX[0]}'" in html_
+    assert "0 (clipped)" in html_
+    play = reward_playground(ENTRY)
+    play.children[1].value = "<answer>No</answer>"
+    html_ = static_html_from_state(play.model_id, _saved_state())
+    assert "&lt;answer&gt;No&lt;/answer&gt;" in html_ and "'No'" in html_
+    assert static_html_from_state("not-a-model", _saved_state()) is None
+
+
+def test_hostile_state_gets_a_verdict_fast():
+    cyclic = {"a": {"model_name": "VBoxModel", "state": {"children": ["IPY_MODEL_b"]}},
+              "b": {"model_name": "VBoxModel", "state": {"children": ["IPY_MODEL_a", 7, None]}}}
+    assert static_html_from_state("a", cyclic).count("<div") >= 2
+    assert static_html_from_state("x", {"x": "junk"}) == ""
+    assert static_html_from_state("x", None) is None
+    weird = {"x": {"model_name": "GizmoModel", "state": {}}, "i": {"model_name": "ImageModel", "state": {}}}
+    assert "run the cell" in static_html_from_state("x", weird)
+    assert "image not saved" in static_html_from_state("i", weird)
+    wide = {str(i): {"model_name": "VBoxModel", "state": {"children": [f"IPY_MODEL_{i + 1}"]}} for i in range(20000)}
+    start = time.perf_counter()
+    static_html_from_state("0", wide)  # depth-capped: returns, does not recurse 20 000 deep
+    assert time.perf_counter() - start < 5
+
+
+def test_freeze_widgets_leaves_an_export_nothing_to_fetch():
+    clip = clip_explorer()
+    play = reward_playground(ENTRY)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("clip", outputs=[nbformat.v4.new_output("display_data", data=clip._repr_mimebundle_())]),
+                nbformat.v4.new_code_cell("play", outputs=[nbformat.v4.new_output("display_data", data=play._repr_mimebundle_())]),
+                nbformat.v4.new_code_cell("lost", outputs=[nbformat.v4.new_output(
+                    "display_data", data={WIDGET_VIEW: {"model_id": "gone", "version_major": 2, "version_minor": 0},
+                                          "text/plain": "VBox()"})])]
+    state = _saved_state()
+    state.pop(play.model_id)  # a state that lacks a model: the snapshot shown at display time stands in
+    nb.metadata["widgets"] = {WIDGET_STATE: {"state": state, "version_major": 2, "version_minor": 0}}
+    assert freeze_widgets(nb) == 3
+    assert "widgets" not in nb.metadata
+    datas = [c.outputs[0]["data"] for c in nb.cells]
+    assert all(WIDGET_VIEW not in d for d in datas)
+    assert "data:image/png;base64," in datas[0]["text/html"] and "ratio: <b>" in datas[0]["text/html"]
+    assert "kimina-widget-snapshot" in datas[1]["text/html"]
+    assert "run the notebook in JupyterLab" in datas[2]["text/html"]
