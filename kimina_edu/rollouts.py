@@ -248,10 +248,12 @@ class VLLMBackend:
     prefix caching on, the chat-template prefix every prompt shares would otherwise keep KV blocks
     computed with the old weights.
 
-    **Sampler–learner gap**: ``logprobs_mode="raw_logprobs"`` makes vLLM return the sampled token's
-    log-probability under the model's raw distribution — the quantity the learner computes — so
-    the difference between the two is only the engines' numerics. TRL sets
-    ``"processed_logprobs"`` because its learner divides logits by the temperature; ours does not.
+    **Sampler–learner gap**: ``logprobs_mode="raw_logprobs"`` (vLLM's default, written out:
+    ``vllm/config/model.py:259-265``) makes vLLM return the sampled token's log-probability before
+    temperature and top-p — the quantity the learner computes — so the difference between the two
+    is only the engines' numerics, which the trainer corrects with truncated importance sampling.
+    TRL sets ``"processed_logprobs"`` because its learner divides logits by the temperature; ours
+    does not.
 
     **Seeding**: ``LLM(seed=…)`` seeds vLLM's global generator; each request also carries its own
     seed drawn from ``settings.seed`` and the call count, so a rerun samples the same completions
@@ -268,8 +270,10 @@ class VLLMBackend:
             from vllm import LLM
         except ImportError:
             raise RuntimeError("VLLMBackend needs vLLM on a CUDA machine: pip install -e '.[gpu]'") from None
-        self.llm = LLM(model=model_path, gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
-                       enable_prefix_caching=True, seed=seed, dtype=dtype, logprobs_mode="raw_logprobs", **llm_kwargs)
+        if max_model_len is not None:  # else vLLM derives it from the model's config
+            llm_kwargs["max_model_len"] = max_model_len
+        self.llm = LLM(model=model_path, gpu_memory_utilization=gpu_memory_utilization, enable_prefix_caching=True,
+                       seed=seed, dtype=dtype, logprobs_mode="raw_logprobs", **llm_kwargs)
         self.syncs = 0  # weight pushes so far: one per optimizer step
         self._calls = 0
         self._loaded = False
