@@ -82,10 +82,21 @@ def _strip_ansi(text: str) -> str:
 
 
 def export_html(executed: Path) -> Path | None:
+    """The HTML a reader opens: consecutive prints joined as JupyterLab joins them (nbconvert leaves its
+    stream-coalescing step off, so output written in pieces came out one word per line), and widgets drawn
+    from their saved state (``kimina_edu.widgets.freeze_widgets``), so nothing is fetched from a CDN."""
+    import nbformat
     from nbconvert import HTMLExporter
+    from traitlets.config import Config
+
+    from kimina_edu.widgets import freeze_widgets
 
     try:
-        body, _ = HTMLExporter().from_filename(str(executed))
+        nb = nbformat.read(executed, as_version=4)
+        freeze_widgets(nb)
+        exporter = HTMLExporter(config=Config({"CoalesceStreamsPreprocessor": {"enabled": True}}))
+        body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": executed.stem,
+                                                                          "path": str(executed.parent)}})
     except Exception as exc:  # noqa: BLE001 — an export failure must not hide the run's verdict
         print(f"  (HTML export of {executed.name} failed: {exc})")
         return None
