@@ -53,6 +53,8 @@ def check_07(m):
         assert "linarith" in row["ours marks"] and "linarith" not in row["recipe's window marks"]
     assert m["cache_counts"]["added"] > 0 and m["cache_counts"]["exceed_max_turn"] > 0
     assert m["second_turn_format_clean"] == "NONE"
+    assert m["derive_checks"] == {"feedback": True}
+    assert m["cache_sizes"][-1] == m["cache_capacity"], "the prose says the cache fills to its capacity"
 
 
 def check_03(m):
@@ -72,6 +74,8 @@ def check_04(m):
     assert m["logprob_objective_change"] > 0, "one update must raise the advantage-weighted log-prob"
     assert "greedy" in m["sampler_accuracy"] and len(m["sampler_accuracy"]) == 3
     assert all(0.0 <= v <= 1.0 for v in m["sampler_accuracy"].values())
+    assert m["derive_checks"] == {"grpo_loss": True, "own_loop_trains": True}
+    assert len(m["own_loop"]) == 2
 
 
 def check_05(m):
