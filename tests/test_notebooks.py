@@ -98,6 +98,8 @@ def check_09(m):
     assert m["pass_at_k"]["8"] >= m["best_at_k"]["8"], "bootstrap best@8 cannot beat pass@8 on the same samples"
     assert m["turn2_pass"]["pass@1"] >= m["turn1_pass"]["pass@1"]
     assert m["second_turns"] > 0
+    assert m["derive_checks"] == {"pass_at_k": True}
+    assert len(m["equal_budget"]) == 2, "turn 1 and turn 2 compared at an equal sampling budget"
     assert m["published_pass32"] == {"Kimina-Prover-RL-1.7B": 76.63, "Kimina-Prover-RL-0.6B": 71.30}
 
 
