@@ -92,6 +92,7 @@ def check_08(m):
     assert m["second_turn_counts"] == {"added": 6, "valid": 1, "filtered": 1}
     assert 0.3 < m["second_turn_share"] < 0.7
     assert "GPU" in m["preflight_message"] and "\n" not in m["preflight_message"]
+    assert m["script_is_relative"], "the launch script must not carry this machine's absolute paths"
 
 
 def check_09(m):
