@@ -18,6 +18,7 @@ def check_00(m):
     assert m["device"] in ("cpu", "cuda")
     assert m["model_choice"] == "pocket"
     assert "pocket" in m["unknown_id_message"] and "\n" not in m["unknown_id_message"]
+    assert m["primer_advantages"] == pytest.approx([0.866, -0.866, -0.866, 0.866], abs=1e-3)
 
 
 def check_01(m):
