@@ -41,7 +41,7 @@ def test_no_output_widgets_anywhere():
     sources = {p.name: p.read_text() for p in (REPO / "kimina_edu").rglob("*.py")}
     sources.update({p.name: "\n".join(c.source for c in nbformat.read(p, as_version=4).cells if c.cell_type == "code")
                     for p in NOTEBOOKS})
-    pattern = re.compile(r"\b(Output\(|interact(_manual)?\b)")
+    pattern = re.compile(r"\bOutput\(|\binteract(_manual)?\(|@interact")  # a call or a decorator, not prose
     offenders = [name for name, text in sources.items() if pattern.search(text)]
     assert not offenders, f"Output widget or interact in {offenders}"
 
