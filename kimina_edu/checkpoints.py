@@ -23,7 +23,6 @@ from exactly.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -35,6 +34,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Self
+
+from kimina_edu.runtime import file_sha256
 
 FORMAT = "kimina-edu-checkpoint/1"
 MANIFEST = "manifest.json"
@@ -89,14 +90,6 @@ def _decode(obj: Any, tensors: dict[str, Any]) -> Any:
 # ------------------------------------------------------------------ files
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _fsync_file(path: Path) -> None:
     with path.open("rb") as fh:
         os.fsync(fh.fileno())
@@ -129,7 +122,7 @@ def save_state(path: str | os.PathLike, state: dict[str, Any]) -> Path:
     try:
         save_file(tensors, str(tmp / TENSORS))
         (tmp / STATE).write_bytes(data)
-        files = {name: {"bytes": (tmp / name).stat().st_size, "sha256": _sha256(tmp / name)} for name in (TENSORS, STATE)}
+        files = {name: {"bytes": (tmp / name).stat().st_size, "sha256": file_sha256(tmp / name)} for name in (TENSORS, STATE)}
         (tmp / MANIFEST).write_text(json.dumps({"format": FORMAT, "files": files}, indent=1))
         for name in (TENSORS, STATE, MANIFEST):
             _fsync_file(tmp / name)
@@ -187,7 +180,7 @@ def load_state(path: str | os.PathLike) -> dict[str, Any]:
         if size != info.get("bytes"):
             raise CheckpointError(f"{file} is truncated or padded: {size} bytes, the manifest says {info.get('bytes')} "
                                   "(was the disk full when it was written?); resume from an earlier checkpoint")
-        if _sha256(file) != info.get("sha256"):
+        if file_sha256(file) != info.get("sha256"):
             raise CheckpointError(f"{file} is corrupt: its SHA-256 differs from the manifest (the file changed after "
                                   "it was written: a disk error or an edit); resume from an earlier checkpoint")
     try:

@@ -23,7 +23,6 @@ one process at a time (:mod:`kimina_edu.cache`).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import platform
@@ -36,7 +35,7 @@ from typing import Any
 
 from kimina_edu.cache import build_once
 from kimina_edu.rewards import SYSTEM_PROMPT
-from kimina_edu.runtime import cache_dir, package_versions, recipe_hash
+from kimina_edu.runtime import cache_dir, file_sha256, package_versions, recipe_hash
 from kimina_edu.tasks import SEEDS, make_entries, restatement
 
 SHIPPED_DIR = Path(__file__).resolve().parent.parent / "data" / "pocket"
@@ -195,14 +194,6 @@ def is_shipped(recipe: PocketRecipe) -> bool:
     return (shipped_dir(recipe) / RECORD).exists()
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def verify_shipped(recipe: PocketRecipe) -> Path:
     """The shipped folder of ``recipe`` after checking every file against ``record.json``.
 
@@ -222,7 +213,7 @@ def verify_shipped(recipe: PocketRecipe) -> Path:
         file = path / name
         if not file.is_file():
             raise PocketModelError(f"the shipped pocket model file {file} is missing: {fix}")
-        if _sha256(file) != digest:
+        if file_sha256(file) != digest:
             raise PocketModelError(f"the shipped pocket model file {file} does not match its record (sha256): {fix}")
     return path
 
@@ -335,7 +326,7 @@ def ship(recipe: PocketRecipe, source: Path) -> Path:
         if (source / name).exists():
             shutil.copy2(source / name, dest / name)
     record = {"recipe": asdict(recipe), "recipe_hash": recipe_key(recipe),
-              "files": {p.name: _sha256(p) for p in sorted(dest.iterdir()) if p.name != RECORD},
+              "files": {p.name: file_sha256(p) for p in sorted(dest.iterdir()) if p.name != RECORD},
               "built_on": machine_facts(), "built_at": time.strftime("%Y-%m-%d", time.gmtime())}
     (dest / RECORD).write_text(json.dumps(record, indent=1) + "\n")
     return dest

@@ -72,6 +72,15 @@ def cache_dir() -> Path:
     return path
 
 
+def file_sha256(path: str | os.PathLike) -> str:
+    """SHA-256 of a file, read in 1 MiB blocks (shipped models and checkpoints are checked against it)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def recipe_hash(recipe: dict[str, Any]) -> str:
     """A short, stable hash of a recipe dict: change any value and the artifact is rebuilt."""
     blob = json.dumps(recipe, sort_keys=True, default=str).encode()

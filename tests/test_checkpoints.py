@@ -18,6 +18,7 @@ import torch
 from kimina_edu import checkpoints
 from kimina_edu.checkpoints import CheckpointError, latest_checkpoint, load_state, save_state
 from kimina_edu.models import tiny_random_llama
+from kimina_edu.runtime import file_sha256
 from kimina_edu.pocket import train_tokenizer
 from kimina_edu.rewards import RewardBreakdown
 from kimina_edu.sft import rule_based_teacher
@@ -263,7 +264,7 @@ def test_a_crafted_pickle_never_runs(tok, tmp_path):
     disguised = save_state(tmp_path / "disguised", _state())
     for name in ("tensors.safetensors", "state.json"):
         (disguised / name).write_bytes(payload)
-    files = {n: {"bytes": len(payload), "sha256": checkpoints._sha256(disguised / n)}
+    files = {n: {"bytes": len(payload), "sha256": file_sha256(disguised / n)}
              for n in ("tensors.safetensors", "state.json")}
     (disguised / "manifest.json").write_text(json.dumps({"format": checkpoints.FORMAT, "files": files}))
     with pytest.raises(CheckpointError, match="cannot be read"):
