@@ -18,9 +18,9 @@ import torch
 from kimina_edu import checkpoints
 from kimina_edu.checkpoints import CheckpointError, latest_checkpoint, load_state, save_state
 from kimina_edu.models import tiny_random_llama
-from kimina_edu.runtime import file_sha256
 from kimina_edu.pocket import train_tokenizer
 from kimina_edu.rewards import RewardBreakdown
+from kimina_edu.runtime import file_sha256
 from kimina_edu.sft import rule_based_teacher
 from kimina_edu.tasks import SEEDS, make_entries
 from kimina_edu.trainer import GRPOTrainer, TrainConfig, read_log
