@@ -22,9 +22,13 @@ REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO / "notebooks"
 WORKSPACE = REPO / "runs" / "lab"
 
-# ipywidgets' JupyterLab manager saves every widget's state into the notebook on save only when this
-# setting is on (it is off by default); saved state is what a reopened notebook renders its widgets from.
-WIDGET_SETTINGS = {"@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": True}}
+# ipywidgets' JupyterLab manager saves every widget's state into the notebook on save only when
+# saveState is on (it is off by default); saved state is what a reopened notebook renders its widgets
+# from. autoStartDefaultKernel: a notebook opens with its Python kernel started, no "Select Kernel" dialog.
+LAB_SETTINGS = {
+    "@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": True},
+    "@jupyterlab/notebook-extension:tracker": {"autoStartDefaultKernel": True},
+}
 
 
 def prepare_workspace(dest: Path = WORKSPACE, source: Path = NOTEBOOKS) -> list[str]:
@@ -51,7 +55,7 @@ def prepare_workspace(dest: Path = WORKSPACE, source: Path = NOTEBOOKS) -> list[
 
 
 def write_lab_settings(prefix: Path = Path(sys.prefix)) -> Path:
-    """Turn on widget-state saving for this environment's JupyterLab (``overrides.json`` sets the
+    """Turn on widget-state saving (and kernel autostart) for this environment's JupyterLab (``overrides.json`` sets the
     defaults of a JupyterLab installation; a learner's own settings still win)."""
     path = prefix / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
     current = {}
@@ -60,7 +64,7 @@ def write_lab_settings(prefix: Path = Path(sys.prefix)) -> Path:
             current = json.loads(path.read_text() or "{}")
         except json.JSONDecodeError as exc:
             raise RuntimeError(f"{path} is not valid JSON ({exc}): fix or delete it, then rerun `make lab`") from exc
-    for plugin, values in WIDGET_SETTINGS.items():
+    for plugin, values in LAB_SETTINGS.items():
         current.setdefault(plugin, {}).update(values)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(current, indent=2))

@@ -109,11 +109,15 @@ def clip_explorer(advantage: float = 1.0, eps_low: float = 0.2, eps_high: float 
     image = w.Image(format="png", width=width, height=height,
                     layout=w.Layout(width=f"{width}px", height=f"{height}px", flex="0 0 auto", object_fit="none"))
     readout = w.HTML()
+    # continuous_update=False: a drag sends one value, on release. Sent live, every pixel of a drag queued
+    # one redraw in the kernel, and the picture kept catching up for seconds after the mouse stopped.
+    # Arrow keys still redraw on every press.
     sliders = {
-        "advantage": w.FloatSlider(value=advantage, min=-2, max=2, step=0.1, description="A"),
-        "eps_low": w.FloatSlider(value=eps_low, min=0.0, max=0.5, step=0.01, description="ε low"),
-        "eps_high": w.FloatSlider(value=eps_high, min=0.0, max=0.5, step=0.01, description="ε high"),
-        "ratio": w.FloatSlider(value=ratio, min=0.0, max=2.5, step=0.05, description="ratio"),
+        "advantage": w.FloatSlider(value=advantage, min=-2, max=2, step=0.1, description="A", continuous_update=False),
+        "eps_low": w.FloatSlider(value=eps_low, min=0.0, max=0.5, step=0.01, description="ε low", continuous_update=False),
+        "eps_high": w.FloatSlider(value=eps_high, min=0.0, max=0.5, step=0.01, description="ε high",
+                                  continuous_update=False),
+        "ratio": w.FloatSlider(value=ratio, min=0.0, max=2.5, step=0.05, description="ratio", continuous_update=False),
     }
 
     def redraw(_=None):
