@@ -64,6 +64,8 @@ def write_lab_settings(prefix: Path = Path(sys.prefix)) -> Path:
             current = json.loads(path.read_text() or "{}")
         except json.JSONDecodeError as exc:
             raise RuntimeError(f"{path} is not valid JSON ({exc}): fix or delete it, then rerun `make lab`") from exc
+    if not isinstance(current, dict) or not all(isinstance(v, dict) for v in current.values()):
+        raise RuntimeError(f"{path} should map plugin ids to settings objects: fix or delete it, then rerun `make lab`")
     for plugin, values in LAB_SETTINGS.items():
         current.setdefault(plugin, {}).update(values)
     path.parent.mkdir(parents=True, exist_ok=True)
