@@ -21,6 +21,7 @@ help:
 	@echo "make course      run every notebook headless into runs/<timestamp>/ (full sizes, CPU ok)"
 	@echo "make test        unit tests + every notebook in SMOKE mode"
 	@echo "make lab         JupyterLab on your own copies of the notebooks, in runs/lab/"
+	@echo "make browser     Debian's Chromium for tests/test_browser.py (apt-get when missing; make test runs it)"
 	@echo "make bench       every script under benchmarks/, one table of ratios (runs/bench.json)"
 	@echo "make verl-check  separate .venv-verl with verl 0.9.1; checks chapter 8's wiring"
 	@echo "make lean-check  separate .venv-lean with the real kimina-lean-server code + a fake Lean REPL; contract tests"
