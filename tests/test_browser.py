@@ -322,6 +322,9 @@ def _learner_session(page, blocked: list[str], lab) -> None:
         page.keyboard.press(key)
         redraws.append(_changed(page, image, before_src, attr="src"))
     timings["02_clip_redraw_s"] = redraws
+    want = f"<b>A</b> {float(sliders.nth(0).locator('.widget-readout').inner_text()):+.2f}"
+    page.wait_for_function("([el, want]) => el.innerHTML.includes(want)",  # the readout follows the picture
+                           arg=[readout.element_handle(), want], timeout=10_000, polling="raf")
     last_readout = _value(readout)
     _shot(page, widget, "02_clip_explorer_live")
     _save_and_shut_down(page, lab, NOTEBOOKS[1])
@@ -351,8 +354,13 @@ def _learner_session(page, blocked: list[str], lab) -> None:
     page.mouse.move(hb["x"] + hb["width"] / 2, hb["y"] + hb["height"] / 2)
     page.mouse.down()
     page.mouse.move(track["x"] + track["width"] * 0.6, hb["y"] + hb["height"] / 2, steps=8)
+    released = time.monotonic()
     page.mouse.up()
-    pages.append(_changed(page, out, before))
+    target = int(slider.locator(".widget-readout").inner_text()) + 1  # the drag's last value, shown 1-based
+    page.wait_for_function("([el, want]) => el.innerHTML.includes(want)",
+                           arg=[out.element_handle(), f"rollout</b> {target} of"], timeout=10_000, polling="raf")
+    pages.append(time.monotonic() - released)
+    assert _value(out) != before
     timings["04_rollout_page_s"] = pages
     shown = re.search(r"rollout</b> (\d+) of (\d+)", _value(out))
     assert shown and int(shown.group(1)) > 2, f"04: the drag did not page on ({_value(out)[:200]})"
