@@ -99,12 +99,15 @@ lean-check: $(LEAN_VENV)/.installed
 	$(LEAN_VENV)/bin/python -m pytest tests/test_lean_real_server.py -ra -p no:cacheprovider
 
 # Re-resolve every environment; torch's local build tag is dropped (see kimina_edu/environment.py).
+# --upgrade-package torch: the lock already says torch==2.13.0, which uv would otherwise keep as a
+# preference and satisfy with PyPI's CUDA build (and its nvidia-* wheels) instead of the CPU build.
 lock: $(STAMP)
 	$(PY) -m pip install -q "uv==$(UV_VERSION)"
-	$(UV_COMPILE) pyproject.toml --extra test -o requirements.lock
-	$(UV_COMPILE) pyproject.toml --extra test --extra lab -c requirements.lock -o requirements-lab.lock
+	$(UV_COMPILE) pyproject.toml --extra test --upgrade-package torch -o requirements.lock
+	$(UV_COMPILE) pyproject.toml --extra test --extra lab -c requirements.lock --upgrade-package torch \
+		-o requirements-lab.lock
 	$(UV_COMPILE) kimina_edu/verl/requirements-verl.txt -c kimina_edu/verl/constraints-verl.txt \
-		-o kimina_edu/verl/requirements-verl.lock
+		--upgrade-package torch -o kimina_edu/verl/requirements-verl.lock
 	sed -i -E 's/^torch==([0-9.]+)\+cpu/torch==\1/' requirements.lock requirements-lab.lock kimina_edu/verl/requirements-verl.lock
 	$(PY) -m kimina_edu.environment env
 

@@ -149,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="stop after chapter 3 (sft), 4 (grpo) or 5 (trl, the default)")
     parser.add_argument("--set", nargs="*", default=[], metavar="sft.KEY=VALUE",
                         help="try another recipe, e.g. sft.epochs=10 grpo.lr=1e-4 (values parsed as Python literals)")
+    parser.add_argument("--cache", help="cache folder for the SFT adapters (default: a new temporary one)")
     parser.add_argument("--parallel", type=int, default=2, help="runs side by side (one thread each)")
     parser.add_argument("--out", default=str(OUT))
     parser.add_argument("--table", action="store_true", help="print the table of --out and exit")
@@ -171,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     cores = os.cpu_count() or 2
     threads = max(1, cores // args.parallel)
-    shared = tempfile.mkdtemp(prefix="kimina-robustness-")  # not the learner's cache: adapters trained here stay here
+    # not the learner's cache: adapters trained here stay here (--cache reuses an earlier run's)
+    shared = args.cache or tempfile.mkdtemp(prefix="kimina-robustness-")
     jobs = [(s, threads, shared) for s in args.seeds]
     if not args.no_other_threads and threads != cores:  # the same seed on every core: another summation order
         jobs.append((args.seeds[0], cores, tempfile.mkdtemp(prefix="kimina-robustness-")))
