@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from kimina_edu.cache import build_once
-from kimina_edu.rewards import SYSTEM_PROMPT
+from kimina_edu.rewards import chat_messages
 from kimina_edu.runtime import cache_dir, file_sha256, package_versions, recipe_hash
 from kimina_edu.tasks import SEEDS, make_entries, restatement
 
@@ -112,16 +112,13 @@ def pocket_corpus(recipe: PocketRecipe) -> list[str]:
     for i, task in enumerate(EVAL_TASKS):
         items = make_entries(task, recipe.questions_per_eval_task, recipe.seed + i)
         for item in items:
-            docs.append(chat([{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": item["question"]}]))
+            docs.append(chat(chat_messages(item["question"])))
         for item in items[: recipe.restatements_per_eval_task]:
-            docs.append(chat([{"role": "system", "content": RESTATE_PROMPT}, {"role": "user", "content": item["question"]},
-                              {"role": "assistant", "content": restatement(item)}]))
+            docs.append(chat(chat_messages(item["question"], system=RESTATE_PROMPT, answer=restatement(item))))
     for i, task in enumerate(FORMAT_TASKS):
         for item in make_entries(task, recipe.docs_per_format_task, recipe.seed + 100 + i):
             answer = f"<think>{_generic_trace(item)}</think>\n<answer>{item['answer']}</answer>"
-            docs.append(chat([{"role": "system", "content": SYSTEM_PROMPT},
-                              {"role": "user", "content": item["question"]},
-                              {"role": "assistant", "content": answer}]))
+            docs.append(chat(chat_messages(item["question"], answer=answer)))
     random.Random(recipe.seed).shuffle(docs)
     return docs
 

@@ -24,6 +24,16 @@ SYSTEM_PROMPT = (
     "Your answer is graded by reading the text between the answer tags, so write nothing after them."
 )
 
+
+
+def chat_messages(question: str, *, system: str = SYSTEM_PROMPT, answer: str | None = None) -> list[dict[str, str]]:
+    """The course's one chat-message list: system + user (+ the assistant's answer, for SFT data)."""
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": question}]
+    if answer is not None:
+        messages.append({"role": "assistant", "content": answer})
+    return messages
+
+
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
 

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from kimina_edu.rewards import SYSTEM_PROMPT
+from kimina_edu.rewards import SYSTEM_PROMPT, chat_messages
 
 
 @dataclass(frozen=True)
@@ -81,8 +81,7 @@ class Generation:
 
 def chat_prompt(tok, question: str, system: str = SYSTEM_PROMPT) -> str:
     """The prompt text the policy sees: system + user turns through the chat template."""
-    messages = [{"role": "system", "content": system}, {"role": "user", "content": question}]
-    return tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return tok.apply_chat_template(chat_messages(question, system=system), tokenize=False, add_generation_prompt=True)
 
 
 def encode_prompts(tok, prompts: list[str]) -> list[list[int]]:

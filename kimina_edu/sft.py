@@ -29,7 +29,7 @@ from kimina_edu.cache import build_once
 from kimina_edu.models import base_model_path
 from kimina_edu.params import LearnerError
 from kimina_edu.pocket import PocketRecipe
-from kimina_edu.rewards import SYSTEM_PROMPT, correctness_reward, extract_answer, format_reward
+from kimina_edu.rewards import SYSTEM_PROMPT, chat_messages, correctness_reward, extract_answer, format_reward
 from kimina_edu.runtime import cache_dir, recipe_hash, run_sync
 from kimina_edu.tasks import SEEDS, make_entries, oracle_answer, teacher_trace
 
@@ -110,8 +110,8 @@ class OpenAITeacher:
     def _messages(self, entry: dict[str, Any]) -> list[dict[str, str]]:
         oracle = oracle_answer(entry)
         return [
-            {"role": "system", "content": SYSTEM_PROMPT + " You are also given the true answer: your reasoning must end in it."},
-            {"role": "user", "content": f"Question: {entry['question']}\nTrue answer: {oracle}"},
+            *chat_messages(f"Question: {entry['question']}\nTrue answer: {oracle}",
+                           system=SYSTEM_PROMPT + " You are also given the true answer: your reasoning must end in it."),
         ]
 
     async def _ask(self, client, sem, entry) -> str | None:
@@ -222,7 +222,7 @@ def make_sft_examples(entries: list[dict[str, Any]], teacher: OpenAITeacher | No
             report.dropped["wrong_answer"] += 1
         else:
             examples.append({
-                "prompt": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": entry["question"]}],
+                "prompt": chat_messages(entry["question"]),
                 "completion": [{"role": "assistant", "content": text.strip()}],
             })
     report.kept = len(examples)

@@ -14,9 +14,9 @@ from importlib import metadata
 from typing import Any
 
 from kimina_edu.rewards import (
-    SYSTEM_PROMPT,
     W_CORRECT,
     W_FORMAT,
+    chat_messages,
     correctness_reward,
     extract_answer,
     format_reward,
@@ -85,7 +85,7 @@ def build_dataset(entries: list[dict[str, Any]]):
     the whole item as JSON in ``entry`` (nested metadata with mixed types does not fit Arrow)."""
     from datasets import Dataset
 
-    rows = [{"prompt": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": e["question"]}],
+    rows = [{"prompt": chat_messages(e["question"]),
              "entry": json.dumps(e)} for e in entries]
     return Dataset.from_list(rows)
 

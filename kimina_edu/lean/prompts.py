@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from kimina_edu.rewards import chat_messages
+
 SYSTEM_PROMPT = "You are an expert in mathematics and proving theorems in Lean 4."
 USER_TEMPLATE = (
     "Think about and solve the following problems step by step in Lean 4.\n\n"
@@ -12,11 +14,8 @@ USER_TEMPLATE = (
 
 def build_messages(informal_problem: str, formal_statement: str) -> list[dict[str, str]]:
     """System + user messages, exactly as the recipe writes them into verl's parquet."""
-    return [
-        {"role": "system", "content": SYSTEM_PROMPT},
-        {"role": "user", "content": USER_TEMPLATE.format(informal_problem=informal_problem.strip(),
-                                                          formal_statement=formal_statement.strip())},
-    ]
+    return chat_messages(USER_TEMPLATE.format(informal_problem=informal_problem.strip(),
+                                              formal_statement=formal_statement.strip()), system=SYSTEM_PROMPT)
 
 
 def render_prompt(tokenizer, informal_problem: str, formal_statement: str) -> str:
