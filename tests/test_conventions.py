@@ -64,15 +64,7 @@ def test_solutions_conventions(path):
     assert "write_metrics(" in code[-1].source, "the last cell writes metrics.json"
 
 
-# Chapters whose exercise cell is written (in solutions/NN_solutions.ipynb's first cell) but not yet
-# pasted into the chapter, which another change owned in the same round. strict: once the cell is
-# there this test passes, and the xfail fails until the entry is removed.
-EXERCISES_PENDING = {"03", "05"}
-
-
-@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.xfail(
-    reason="exercise cell not yet in the chapter (text in its solutions notebook)", strict=True))
-    if p.name[:2] in EXERCISES_PENDING else p for p in NOTEBOOKS], ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_chapter_ends_with_exercises(path):
     """Every chapter ends with at least three exercises, solved in notebooks/solutions/."""
     nb = nbformat.read(path, as_version=4)
