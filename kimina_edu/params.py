@@ -161,7 +161,7 @@ SPECS: dict[str, Spec] = {
     "TEACHER": Spec(_one_of(lambda: ("rule-based", "openai")), '"rule-based"'),
     "TEACHER_MODEL": Spec(_text, '"gpt-4.1-mini"'),
     "STEPS": Spec(_integer(1), "300"),
-    "LR": Spec(_real(0.0, 1.0, low_open=True), "2e-4"),
+    "LR": Spec(_real(0.0, 1.0, low_open=True), "1e-4"),
     "LOSS_TYPE": Spec(_one_of(_loss_types), '"grpo"'),
     "EVAL_EVERY": Spec(_integer(0), "25 (0: only at the end)"),
     "VARIANT_STEPS": Spec(_integer(1), "15"),
