@@ -12,10 +12,7 @@ from kimina_edu.sft import SFTRecipe, ensure_sft_adapter, sft_adapter_dir
 TINY_SFT = SFTRecipe(n_examples=8, epochs=1, batch_size=8)
 
 
-@pytest.fixture(autouse=True)
-def isolated_cache(monkeypatch, tmp_path):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("KIMINA_EDU_CACHE", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("offline_private_cache")
 
 
 def test_a_damaged_sft_adapter_is_retrained_with_one_line(capsys):

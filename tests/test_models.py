@@ -15,10 +15,7 @@ from kimina_edu.models import (
 SMOKE = PocketRecipe.smoke()
 
 
-@pytest.fixture(autouse=True)
-def offline(monkeypatch, tmp_path_factory):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("KIMINA_EDU_CACHE", str(tmp_path_factory.getbasetemp() / "model-cache"))
+pytestmark = pytest.mark.usefixtures("offline_shared_cache")
 
 
 def test_load_policy_pocket_generates_and_cuts_at_eos():

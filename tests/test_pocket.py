@@ -25,10 +25,7 @@ TINY = replace(SMOKE, pretrain_steps=3, questions_per_eval_task=40, restatements
                docs_per_format_task=5)
 
 
-@pytest.fixture(autouse=True)
-def isolated_cache(monkeypatch, tmp_path):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("KIMINA_EDU_CACHE", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("offline_private_cache")
 
 
 def test_corpus_never_contains_an_evaluated_answer():

@@ -31,10 +31,7 @@ SMOKE = PocketRecipe.smoke()
 ENTRIES = make_entries("syllogism", 32, SEEDS["rl"])
 
 
-@pytest.fixture(autouse=True)
-def offline(monkeypatch, tmp_path_factory):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("KIMINA_EDU_CACHE", str(tmp_path_factory.getbasetemp() / "model-cache"))
+pytestmark = pytest.mark.usefixtures("offline_shared_cache")
 
 
 def logprobs_before_issue_19(model, rollouts, pad_id, *, with_entropy=False):

@@ -162,10 +162,7 @@ def fake_vllm(monkeypatch):
     return module
 
 
-@pytest.fixture(autouse=True)
-def offline(monkeypatch, tmp_path_factory):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("KIMINA_EDU_CACHE", str(tmp_path_factory.getbasetemp() / "model-cache"))
+pytestmark = pytest.mark.usefixtures("offline_shared_cache")
 
 
 def _lora_policy(seed: int = 0):

@@ -1,0 +1,18 @@
+"""Fixtures several test modules share: no test leaves localhost, and every model artifact a test
+builds lands in a temporary cache, never the learner's ``~/.cache/kimina-edu``."""
+
+import pytest
+
+
+@pytest.fixture
+def offline_shared_cache(monkeypatch, tmp_path_factory):
+    """Offline, with one cache for the whole session: artifacts (the SMOKE adapter…) are built once."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("KIMINA_EDU_CACHE", str(tmp_path_factory.getbasetemp() / "model-cache"))
+
+
+@pytest.fixture
+def offline_private_cache(monkeypatch, tmp_path):
+    """Offline, with a cache of this test's own: for tests that damage or race on cached artifacts."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("KIMINA_EDU_CACHE", str(tmp_path / "cache"))
