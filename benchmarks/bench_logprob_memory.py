@@ -24,26 +24,6 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def logprobs_before_issue_19(model, rollouts, pad_id, *, with_entropy=False):
-    """The baseline: ``completion_logprobs`` as it was before issue 19."""
-    import torch
-
-    from kimina_edu.trainer import pad_batch
-
-    ids, attn, comp_mask, _ = pad_batch(rollouts, pad_id)
-    logits = model(input_ids=ids, attention_mask=attn).logits.float()
-    logp_all = torch.log_softmax(logits[:, :-1], dim=-1)
-    token_logp = logp_all.gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
-    out, ent = torch.zeros(comp_mask.shape), torch.zeros(comp_mask.shape)
-    for i, r in enumerate(rollouts):
-        start, n = len(r.prompt_ids) - 1, len(r.completion_ids)
-        out[i, :n] = token_logp[i, start : start + n]
-        if with_entropy:
-            p = logp_all[i, start : start + n].detach()
-            ent[i, :n] = -(p.exp() * p).sum(-1)
-    return out, comp_mask, ent
-
-
 def child(variant: str, key: str, minibatch: int, prompt: int, completion: int) -> dict:
     """One learning minibatch as ``GRPOTrainer._minibatch_backward`` runs it, in this process."""
     import torch
@@ -56,6 +36,7 @@ def child(variant: str, key: str, minibatch: int, prompt: int, completion: int) 
     from kimina_edu.grpo import policy_loss
     from kimina_edu.models import lora_config
     from kimina_edu.trainer import Rollout, completion_logprobs
+    from kimina_edu.trainer import reference_completion_logprobs as logprobs_before_issue_19
 
     _, config_cls, cfg = MODELS[key]
     torch.manual_seed(0)

@@ -222,6 +222,24 @@ def token_entropy(logits: torch.Tensor, chunk: int = LOGPROB_CHUNK) -> torch.Ten
     return out.view(logits.shape[:-1])
 
 
+def reference_completion_logprobs(model, rollouts: list[Rollout], pad_id: int, *, with_entropy: bool = False):
+    """The plain way — a full fp32 log-softmax over every position, then the completion slice — as
+    :func:`completion_logprobs` computed it before it learned to skip the prompt and the full
+    softmax. Kept as the readable witness the fast version is tested (and benchmarked) against."""
+    ids, attn, comp_mask, _ = pad_batch(rollouts, pad_id)
+    logits = model(input_ids=ids, attention_mask=attn).logits.float()
+    logp_all = torch.log_softmax(logits[:, :-1], dim=-1)
+    token_logp = logp_all.gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    out, ent = torch.zeros(comp_mask.shape), torch.zeros(comp_mask.shape)
+    for i, r in enumerate(rollouts):
+        start, n = len(r.prompt_ids) - 1, len(r.completion_ids)
+        out[i, :n] = token_logp[i, start : start + n]
+        if with_entropy:
+            p = logp_all[i, start : start + n].detach()
+            ent[i, :n] = -(p.exp() * p).sum(-1)
+    return out, comp_mask, ent
+
+
 def completion_logprobs(model, rollouts: list[Rollout], pad_id: int, *, with_entropy: bool = False,
                         chunk: int = LOGPROB_CHUNK):
     """Per-token log-probs of each completion under ``model``: ``[N, T_completion]`` (+ entropy).

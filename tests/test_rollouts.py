@@ -22,7 +22,7 @@ from kimina_edu.trainer import (
     Rollout,
     TrainConfig,
     completion_logprobs,
-    pad_batch,
+    reference_completion_logprobs,
     token_entropy,
     token_logprobs,
 )
@@ -34,21 +34,7 @@ ENTRIES = make_entries("syllogism", 32, SEEDS["rl"])
 pytestmark = pytest.mark.usefixtures("offline_shared_cache")
 
 
-def logprobs_before_issue_19(model, rollouts, pad_id, *, with_entropy=False):
-    """``completion_logprobs`` as it was before issue 19 (right padding, a full fp32 log-softmax over
-    every position): the witness the new version must agree with."""
-    ids, attn, comp_mask, _ = pad_batch(rollouts, pad_id)
-    logits = model(input_ids=ids, attention_mask=attn).logits.float()
-    logp_all = torch.log_softmax(logits[:, :-1], dim=-1)
-    token_logp = logp_all.gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
-    out, ent = torch.zeros(comp_mask.shape), torch.zeros(comp_mask.shape)
-    for i, r in enumerate(rollouts):
-        start, n = len(r.prompt_ids) - 1, len(r.completion_ids)
-        out[i, :n] = token_logp[i, start : start + n]
-        if with_entropy:
-            p = logp_all[i, start : start + n].detach()
-            ent[i, :n] = -(p.exp() * p).sum(-1)
-    return out, comp_mask, ent
+logprobs_before_issue_19 = reference_completion_logprobs  # the witness: a full fp32 log-softmax
 
 
 def _rollouts(vocab, shapes, seed=0):

@@ -25,10 +25,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from kimina_edu.lean.standin import free_port
+from kimina_edu.lean.standin import free_port, wait_for_health
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -100,26 +99,14 @@ class RealLeanServer:
         return env
 
     def __enter__(self) -> str:
-        import httpx
 
         self.workdir = Path(tempfile.mkdtemp(prefix="kimina-real-server-"))
         env = self._environment()
         self._log = open(self.workdir / "server.log", "wb")
         self.proc = subprocess.Popen([str(self.python), "-c", _LAUNCH], cwd=self.workdir, env=env,
                                      stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + self.startup_timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                log = self.log_tail()
-                self.__exit__(None, None, None)
-                raise RuntimeError(f"kimina-ast-server exited at start-up:\n{log}")
-            try:
-                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
-                    return self.url
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        self.__exit__(None, None, None)
-        raise RuntimeError(f"kimina-ast-server did not answer /health within {self.startup_timeout} s")
+        return wait_for_health(self.url, self.proc, self.startup_timeout, "kimina-ast-server",
+                               stop=lambda: self.__exit__(None, None, None), log=self.log_tail)
 
     def log_tail(self, chars: int = 3000) -> str:
         try:

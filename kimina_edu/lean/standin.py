@@ -221,6 +221,26 @@ class _DroppedResponse:
         await send({"type": "http.response.body", "body": b'{"results": [', "more_body": False})
 
 
+def wait_for_health(url: str, proc, timeout: float, name: str, *, stop, log) -> str:
+    """Poll ``url/health`` until it answers 200; a server that exits or stays silent past ``timeout``
+    is stopped (``stop()``) and reported in one error with ``log()``'s tail."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            text = log()
+            stop()
+            raise RuntimeError(f"{name} exited at start-up:\n{text}")
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                return url
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    stop()
+    raise RuntimeError(f"{name} did not answer /health within {timeout:g} s")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -251,7 +271,6 @@ class StandinServer:
     def __enter__(self) -> str:
         import tempfile
 
-        import httpx
 
         args = list(self.args)
         if self._script is not None:
@@ -266,17 +285,8 @@ class StandinServer:
         # the key travels in the environment, not argv: argv is readable by every user (ps)
         self.proc = subprocess.Popen([sys.executable, "-m", "kimina_edu.lean.standin", *args],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, **self._env})
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"stand-in server exited: {self.proc.stderr.read().decode()[-2000:]}")
-            try:
-                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
-                    return self.url
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        self.__exit__(None, None, None)
-        raise RuntimeError("stand-in server did not answer /health within 30 s")
+        return wait_for_health(self.url, self.proc, 30.0, "stand-in server", stop=lambda: self.__exit__(None, None, None),
+                               log=lambda: self.proc.stderr.read().decode()[-2000:])
 
     def fault(self, mode: str, count: int = 1, slow_seconds: float = 5.0) -> None:
         import httpx
