@@ -33,10 +33,11 @@ def render(robustness: dict | None, bench: list[dict] | None) -> str:
     if robustness:
         runs = robustness["runs"]
         threads = sorted({r["threads"] for r in runs})
-        out += [(f"Learning figures over {len(runs)} runs of `make robustness` (seeds "
-                f"{', '.join(str(s) for s in sorted({r['seed'] for r in runs}))}; "
-                f"{' and '.join(str(t) for t in threads)} thread(s); {robustness.get('date', '')}; "
-                f"{robustness['seconds'] / 60:.0f} minutes in all):"), "", robustness_table(runs)]
+        seeds = ", ".join(str(s) for s in sorted({r["seed"] for r in runs}))
+        stages = "3 → 4 → 5" if all("trl_after" in r for r in runs) else "3 → 4 (no TRL run)"
+        out += [f"Chapters {stages} over {len(runs)} runs (`benchmarks/robustness.py`; seeds {seeds}; "
+                f"{' and '.join(str(t) for t in threads)} thread(s) per run; {robustness.get('date', '')}"
+                + (f"; {robustness['note']}" if robustness.get("note") else "") + "):", "", robustness_table(runs)]
     if bench:
         out += ["", "Speed (`make bench`; each ratio against a baseline measured in the same run):", "",
                 *bench_lines(bench)]
