@@ -62,8 +62,8 @@ class PocketRecipe:
     """Everything that determines the pocket model; its hash names the cache folder.
 
     Sizes: ~1 M parameters (hidden 128, 4 layers, GQA 4/2 heads, tied embeddings) —
-    SmolLM-135M's shape scaled down ~130× so that pretraining fits in ~3 minutes on 2 cores
-    (measured: 2 M parameters ran at 8.4 k tokens/s, 1 M at 16 k tokens/s on this machine).
+    SmolLM-135M's shape scaled down ~130× so that pretraining fits in a few minutes on 2 cores
+    (halving the parameters roughly doubled pretraining throughput: benchmarks/README.md).
     """
 
     vocab_size: int = 2048

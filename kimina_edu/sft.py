@@ -282,10 +282,9 @@ class SFTRecipe:
     sets the SFT data order and the LoRA initialisation. ``data_seed`` picks which questions the
     teacher answers and stays fixed, so every seed learns from the same 200 examples.
 
-    Pocket model: lr 3e-3, 10 epochs — under-trained on purpose. Like the article's warm-up (46%
-    before GRPO) it leaves chapter 4's RL room to add something; from a 12-epoch start GRPO moved
-    held-out accuracy by less than its run-to-run noise (benchmarks/README.md, chapter 4). 10,
-    not 8: over five seeds 8 epochs fell below chapter 3's 65% goal for three of them.
+    Pocket model: lr 3e-3, 10 epochs — under-trained on purpose. Like the article's warm-up it
+    leaves chapter 4's RL room to add something; a longer warm-up left GRPO nothing measurable to
+    add, a shorter one missed chapter 3's accuracy goal for some seeds (benchmarks/README.md).
     SmolLM-135M and other hub models: the article's ~2e-4 and 3 epochs.
     """
 
