@@ -511,12 +511,9 @@ class GRPOTrainer:
 
     def out_of_signal(self) -> bool:
         """True when at most a tenth of the last ``cfg.silent_window`` steps made an update."""
-        window = self.cfg.silent_window
-        if not window or self.step < window:
+        if not self.cfg.silent_window or self.step < self.cfg.silent_window:
             return False
-        recent = read_log(self.log_path)[-window:]
-        learned = sum(1 for r in recent if not r.get("skipped"))
-        return len(recent) == window and learned <= window // 10
+        return signal_exhausted([bool(r.get("skipped")) for r in read_log(self.log_path)], self.cfg.silent_window)
 
     def train_step(self) -> dict:
         buffer, stats = self.collect_experience()
@@ -545,6 +542,14 @@ class GRPOTrainer:
         restore_trainer(self, path)
 
 
+def signal_exhausted(silent: list[bool], window: int) -> bool:
+    """The early-stop rule (``TrainConfig.silent_window``), shared by our trainer and TRL's callback:
+    ``silent`` flags each step that had no group with differing rewards; stop once the last
+    ``window`` steps are all known and at most a tenth of them learned anything."""
+    recent = silent[-window:] if window else []
+    return bool(window) and len(recent) == window and sum(not s for s in recent) <= window // 10
+
+
 def read_log(path: str | Path) -> list[dict]:
     path = Path(path)
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
@@ -559,6 +564,7 @@ __all__ = [
     "completion_logprobs",
     "pad_batch",
     "read_log",
+    "signal_exhausted",
     "token_entropy",
     "token_logprobs",
     "truncated_importance_weights",

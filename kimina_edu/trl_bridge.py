@@ -21,7 +21,7 @@ from kimina_edu.rewards import (
     extract_answer,
     format_reward,
 )
-from kimina_edu.trainer import TrainConfig
+from kimina_edu.trainer import TrainConfig, signal_exhausted
 
 TRL_SUPPORTED = ("1.16",)  # the minor versions whose loss code this chapter was checked against
 
@@ -127,8 +127,7 @@ def stop_when_silent(window: int):
         def on_log(self, args, state, control, logs=None, **kwargs):
             if window and logs and "frac_reward_zero_std" in logs:
                 self.silent.append(logs["frac_reward_zero_std"] >= 1.0)
-                recent = self.silent[-window:]
-                if len(recent) == window and sum(not s for s in recent) <= window // 10:
+                if signal_exhausted(self.silent, window):
                     control.should_training_stop = True
             return control
 

@@ -130,3 +130,21 @@ def test_min_p_near_one_samples_the_greedy_completion():
     assert sampled == [greedy[0]] * 3 + [greedy[1]] * 3
     _, free = generate(model, tok, prompts, max_new_tokens=10, temperature=1.0, num_return_sequences=3, seed=0)
     assert free != sampled, "without min_p the untrained model's samples should differ from greedy"
+
+
+def test_early_stop_rule_is_one_rule_for_both_trainers():
+    """Stop once the last `window` steps are known and at most a tenth of them learned (our trainer
+    and TRL's callback both call trainer.signal_exhausted)."""
+    from kimina_edu.trainer import signal_exhausted
+    from kimina_edu.trl_bridge import stop_when_silent
+
+    assert not signal_exhausted([True] * 19, 20)  # not enough steps yet
+    assert signal_exhausted([False, False] + [True] * 18, 20)
+    assert not signal_exhausted([False] * 3 + [True] * 17, 20)
+    assert not signal_exhausted([True] * 40, 0)  # window 0: never stop
+    cb, control = stop_when_silent(4), type("C", (), {"should_training_stop": False})()
+    for frac in (0.5, 1.0, 1.0, 1.0):
+        cb.on_log(None, None, control, logs={"frac_reward_zero_std": frac})
+    assert not control.should_training_stop  # one of 4 learned: more than a tenth
+    cb.on_log(None, None, control, logs={"frac_reward_zero_std": 1.0})
+    assert control.should_training_stop
