@@ -17,13 +17,10 @@ def test_there_are_notebooks():
     assert len(NOTEBOOKS) >= 3
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_conventions(path):
-    assert re.fullmatch(r"\d\d_[a-z0-9_]+\.ipynb", path.name)
-    nb = nbformat.read(path, as_version=4)
-    first = nb.cells[0]
-    assert first.cell_type == "markdown" and first.source.startswith("# ")
-    assert "After this notebook you can" in first.source
+def _harness_conventions(nb) -> list:
+    """What every notebook the harness runs needs: a title, one parameters cell with the shared
+    parameters, stripped outputs, metrics written last. Returns the code cells."""
+    assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# ")
     params = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
     assert len(params) == 1, "exactly one cell tagged 'parameters'"
     for name in REQUIRED_PARAMS:
@@ -31,6 +28,15 @@ def test_notebook_conventions(path):
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert all(not c.get("outputs") and c.get("execution_count") is None for c in code), "strip outputs"
     assert "write_metrics(" in code[-1].source, "the last cell writes metrics.json"
+    return code
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_conventions(path):
+    assert re.fullmatch(r"\d\d_[a-z0-9_]+\.ipynb", path.name)
+    nb = nbformat.read(path, as_version=4)
+    code = _harness_conventions(nb)
+    assert "After this notebook you can" in nb.cells[0].source
     assert any("print_versions(" in c.source for c in code), "print the package versions"
 
 
@@ -54,14 +60,7 @@ def test_solutions_conventions(path):
     """Solutions notebooks run in the same harness: a parameters cell, stripped, metrics last."""
     assert re.fullmatch(r"\d\d_solutions\.ipynb", path.name)
     nb = nbformat.read(path, as_version=4)
-    assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# ")
-    params = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
-    assert len(params) == 1, "exactly one cell tagged 'parameters'"
-    for name in REQUIRED_PARAMS:
-        assert re.search(rf"^{name}\s*=", params[0].source, re.MULTILINE), f"parameters cell lacks {name}"
-    code = [c for c in nb.cells if c.cell_type == "code"]
-    assert all(not c.get("outputs") and c.get("execution_count") is None for c in code), "strip outputs"
-    assert "write_metrics(" in code[-1].source, "the last cell writes metrics.json"
+    _harness_conventions(nb)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
