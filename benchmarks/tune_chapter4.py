@@ -1,12 +1,13 @@
-"""The tuning runs behind README's chapter-4 table (not part of `make bench`: minutes per run).
+"""The tuning runs behind benchmarks/README.md's chapter-4 table (not part of `make bench`: minutes
+per run). For the same comparison over seeds, use `benchmarks/robustness.py --set grpo.KEY=VALUE`.
 
 One GRPO run from a cached SFT adapter, held-out greedy accuracy (400 questions) before and every
 25 steps, the per-step log in runs/tune/<name>/log.jsonl, one summary line at the end:
 
     python benchmarks/tune_chapter4.py f2 sft_epochs=8 lr=2e-4 min_p=0.1 steps=300 seed=0
 
-Any ``TrainConfig`` field can be set as key=value on top of ``TrainConfig.cpu_pocket``;
-``sft_epochs`` picks the chapter-3 warm-up (cached by recipe, trained when missing).
+Any ``TrainConfig`` field can be set as key=value on top of ``TrainConfig.preset("pocket")``;
+``sft_epochs`` and ``sft_seed`` pick the chapter-3 warm-up (cached by recipe, trained when missing).
 """
 
 from __future__ import annotations
@@ -38,10 +39,10 @@ def main(name: str, *pairs: str) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     torch.set_num_threads(int(os.environ.get("THREADS", torch.get_num_threads())))
     args = {k: _value(v) for k, v in (p.split("=", 1) for p in pairs)}
-    sft = SFTRecipe(epochs=args.pop("sft_epochs", SFTRecipe().epochs))
+    sft = SFTRecipe.preset("pocket", epochs=args.pop("sft_epochs", None), seed=args.pop("sft_seed", None))
     base, adapter = ensure_sft_adapter("pocket", recipe=sft)
     model, tok = load_policy(base, adapter=adapter, lora=lora_config(), verbose=False)
-    cfg = TrainConfig.cpu_pocket(**{"steps": 300, "eval_every": 25, **args})
+    cfg = TrainConfig.preset("pocket", **args)
     out = f"runs/tune/{name}"
     shutil.rmtree(out, ignore_errors=True)
     trainer = GRPOTrainer(model, tok, cfg, eval_entries=held_out(), output_dir=out, progress=False)

@@ -311,10 +311,6 @@ class SFTRecipe:
         base.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**base)
 
-    @classmethod
-    def smoke(cls) -> SFTRecipe:
-        return cls.preset("pocket", smoke=True)
-
 
 def sft_adapter_dir(base: str, recipe: SFTRecipe) -> Path:
     return cache_dir() / "sft" / recipe_hash({"base": base, **asdict(recipe)})
