@@ -104,12 +104,13 @@ def goals_missed(row: dict) -> list[str]:
             for text, met in checks if not met(metrics[nb])]
 
 
-FIGURES = [("sft_accuracy", "03 SFT accuracy", "{:.1%}"), ("sft_format_rate", "03 SFT format rate", "{:.1%}"),
-           ("grpo_before", "04 accuracy before GRPO", "{:.1%}"), ("grpo_after", "04 accuracy after GRPO", "{:.1%}"),
-           ("grpo_gain", "04 GRPO gain (points)", "{:+.1%}"), ("grpo_steps", "04 steps run (of 300)", "{:.0f}"),
-           ("grpo_skipped", "04 steps skipped (no signal)", "{:.0f}"), ("grpo_seconds", "04 GRPO seconds", "{:.0f}"),
-           ("trl_after", "05 TRL accuracy after", "{:.1%}"), ("trl_minus_ours", "05 TRL − ours (points)", "{:+.1%}"),
-           ("trl_steps", "05 TRL steps run", "{:.0f}"), ("trl_seconds", "05 TRL seconds", "{:.0f}")]
+PCT, PTS, NUM = "{:.1%}".format, lambda v: f"{100 * v:+.1f}", "{:.0f}".format  # points: differences of rates
+FIGURES = [("sft_accuracy", "03 SFT accuracy", PCT), ("sft_format_rate", "03 SFT format rate", PCT),
+           ("grpo_before", "04 accuracy before GRPO", PCT), ("grpo_after", "04 accuracy after GRPO", PCT),
+           ("grpo_gain", "04 GRPO gain (points)", PTS), ("grpo_steps", "04 steps run (of 300)", NUM),
+           ("grpo_skipped", "04 steps skipped (no signal)", NUM), ("grpo_seconds", "04 GRPO seconds", NUM),
+           ("trl_after", "05 TRL accuracy after", PCT), ("trl_minus_ours", "05 TRL − ours (points)", PTS),
+           ("trl_steps", "05 TRL steps run", NUM), ("trl_seconds", "05 TRL seconds", NUM)]
 
 
 def table(rows: list[dict]) -> str:
@@ -118,11 +119,11 @@ def table(rows: list[dict]) -> str:
         vals = [r[key] for r in rows if key in r]
         if vals:
             lo, mid, hi = min(vals), statistics.median(vals), max(vals)
-            lines.append(f"| {label} | {fmt.format(lo)} | {fmt.format(mid)} | {fmt.format(hi)} | {len(vals)} |")
+            lines.append(f"| {label} | {fmt(lo)} | {fmt(mid)} | {fmt(hi)} | {len(vals)} |")
     two = [r for r in rows if "trl_after" in r]
     if two:
         diff = statistics.median(r["trl_after"] for r in two) - statistics.median(r["grpo_after"] for r in two)
-        lines.append(f"\nmedian TRL − median ours: {diff:+.1%} (goal: within ±5 points)")
+        lines.append(f"\nmedian TRL − median ours: {PTS(diff)} points (goal: within ±5 points)")
     missed = [m for r in rows for m in goals_missed(r)]
     lines.append("every goal met in every run" if not missed else "missed:\n" + "\n".join(missed))
     return "\n".join(lines)
