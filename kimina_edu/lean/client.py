@@ -51,13 +51,13 @@ import ipaddress
 import json
 import math
 import os
-import random
 import socket
 import threading
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from kimina_edu.retry import backoff_delay
 from kimina_edu.runtime import run_sync
 
 SEVERITIES = ("error", "warning", "info")
@@ -371,9 +371,6 @@ class LeanVerifier:
         except (ValueError, RecursionError) as exc:
             return resp.status_code, _Malformed(f"{type(exc).__name__}: {str(exc)[:100]}", raw[:200])
 
-    async def _sleep_backoff(self, attempt: int) -> None:
-        await asyncio.sleep(min(10.0, self.backoff * 2**attempt) * (0.5 + random.random() / 2))
-
     # -- one batch ----------------------------------------------------------------------------
 
     def _fail(self, call: _Call, items: list[tuple[str, str]], status: str, why: str) -> None:
@@ -453,7 +450,8 @@ class LeanVerifier:
                         last = f"malformed response: {exc}"
             attempt += 1
             if items and attempt < self.retries:
-                await self._sleep_backoff(attempt - 1)
+                # spread (0.5, 1.0): a wait never exceeds its nominal delay, so 10 s bounds every wait
+                await asyncio.sleep(backoff_delay(attempt - 1, self.backoff, cap=10.0, spread=(0.5, 1.0)))
         if items:
             self._fail(call, items, "timeout_error" if timed_out else "server_error", last)
         return None
