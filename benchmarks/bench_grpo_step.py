@@ -6,7 +6,8 @@ import os
 import tempfile
 import time
 
-from kimina_edu.models import load_policy, lora_config
+from kimina_edu.lora import lora_config
+from kimina_edu.models import load_policy
 from kimina_edu.sft import ensure_sft_adapter
 from kimina_edu.tasks import SEEDS, make_entries
 from kimina_edu.trainer import GRPOTrainer, TrainConfig

@@ -34,7 +34,7 @@ def child(variant: str, key: str, minibatch: int, prompt: int, completion: int) 
     from bench_real_size import MODELS, peak_meter
 
     from kimina_edu.grpo import policy_loss
-    from kimina_edu.models import lora_config
+    from kimina_edu.lora import lora_config
     from kimina_edu.trainer import Rollout, completion_logprobs
     from kimina_edu.trainer import reference_completion_logprobs as logprobs_before_issue_19
 

@@ -9,7 +9,8 @@ import time
 
 import torch
 
-from kimina_edu.models import load_policy, lora_config
+from kimina_edu.lora import lora_config
+from kimina_edu.models import load_policy
 from kimina_edu.rollouts import chat_prompt, encode_prompts, generate
 from kimina_edu.sft import ensure_sft_adapter
 from kimina_edu.tasks import SEEDS, make_entries

@@ -20,7 +20,8 @@ import time
 
 import torch
 
-from kimina_edu.models import load_policy, lora_config
+from kimina_edu.lora import lora_config
+from kimina_edu.models import load_policy
 from kimina_edu.sft import SFTRecipe, ensure_sft_adapter
 from kimina_edu.tasks import held_out
 from kimina_edu.trainer import GRPOTrainer, TrainConfig

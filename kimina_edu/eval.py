@@ -50,8 +50,8 @@ def evaluate_policy(model, tok, entries: list[dict[str, Any]], *, max_new_tokens
     """Greedy accuracy, format rate and mean completion length (tokens) over ``entries``."""
     from tqdm.auto import tqdm
 
-    from kimina_edu.models import chat_prompt, generate
     from kimina_edu.rewards import correctness_reward, extract_answer, format_reward
+    from kimina_edu.rollouts import chat_prompt, generate
 
     correct = fmt = n_tokens = 0
     samples = []

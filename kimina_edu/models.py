@@ -12,6 +12,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+# TODO(#14): remove once sft.py/notebooks import from kimina_edu.lora (this import and its __all__ entry)
+from kimina_edu.lora import lora_config
 from kimina_edu.pocket import PocketRecipe, pocket_path
 
 HUB_DEFAULT = "HuggingFaceTB/SmolLM-135M-Instruct"
@@ -60,25 +62,36 @@ def _in_hf_cache(model_id: str) -> bool:
         return False
 
 
-def lora_config(
-    r: int = 32,
-    alpha: int = 64,
-    dropout: float = 0.0,
-    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "up_proj", "down_proj", "gate_proj"),
-):
-    """The reference article's LoRA: r=32, alpha=64, no dropout, every projection matrix."""
-    from peft import LoraConfig
-
-    return LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=list(target_modules),
-                      task_type="CAUSAL_LM", bias="none")
-
-
 def base_model_path(model_id: str = "auto", pocket: PocketRecipe | None = None, *, verbose: bool = False) -> str:
     """A loadable folder or hub id for ``model_id``; the pocket model's shipped (or built) folder."""
     chosen, why = choose_model(model_id)
     if verbose:
         print(f"model: {chosen} — {why}")
     return str(pocket_path(pocket, progress=verbose)) if chosen == "pocket" else chosen
+
+
+def policy_dtype(device: str):
+    """The dtype a policy's weights are loaded in — the one place it is decided. Loading
+    (:func:`load_policy`), SFT (:func:`kimina_edu.sft.sft_train`) and therefore GRPO (which trains
+    what ``load_policy`` returns) all ask here, so the baseline, the SFT'd model and the GRPO policy
+    are the same kind of model; the checkpoint's own dtype never decides (transformers 5 keeps a
+    bf16 checkpoint, such as SmolLM's, in bf16 unless told otherwise).
+
+    - CPU (and Apple's ``mps``): fp32. A CPU without bf16 matrix units runs bf16 no faster, and
+      bf16's 8-bit mantissa makes small models' greedy decoding flip tokens; on ``mps`` not every op
+      has a bf16 kernel.
+    - CUDA with bf16 (Ampere and later): bf16 for the frozen base — half the memory, the tensor
+      cores, and the dtype vLLM samples a bf16 checkpoint in. The LoRA adapters stay fp32 (PEFT
+      upcasts them, ``autocast_adapter_dtype``), so small updates are not rounded away, and log-probs
+      are taken in fp32 (:func:`kimina_edu.trainer.token_logprobs`).
+    - CUDA without bf16 (before Ampere): fp32, not fp16 — fp16 overflows without the loss scaling
+      our trainer does not do.
+    """
+    import torch
+
+    if device.split(":")[0] == "cuda" and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return torch.float32
 
 
 def load_policy(
@@ -96,16 +109,16 @@ def load_policy(
     ``adapter``: a folder with a saved adapter (trainable). ``lora``: a ``LoraConfig`` for a
     fresh trainable adapter. Both: the saved adapter is merged into the base first, so the
     fresh adapter trains on top of it and "adapters disabled" means the SFT'd model — the
-    right KL reference for GRPO. The tokenizer pads on the left for generation.
+    right KL reference for GRPO. The tokenizer pads on the left for generation. ``dtype``: by
+    default :func:`policy_dtype` for ``device``.
     """
-    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from kimina_edu.runtime import resolve_device
 
     device = resolve_device(device)
     path = base_model_path(model_id, recipe, verbose=verbose)
-    dtype = dtype or (torch.bfloat16 if device == "cuda" else torch.float32)
+    dtype = dtype or policy_dtype(device)
     try:
         tok = AutoTokenizer.from_pretrained(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
@@ -128,29 +141,11 @@ def load_policy(
     return model, tok
 
 
-def tiny_random_llama(vocab_size: int = 64, seed: int = 0, **overrides):
-    """A randomly initialised two-layer Llama for math demos and unit tests (no tokenizer)."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(seed)
-    cfg = {"vocab_size": vocab_size, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-               "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 128}
-    cfg.update(overrides)
-    return LlamaForCausalLM(LlamaConfig(**cfg)).eval()
-
-
 __all__ = [
     "HUB_DEFAULT",
     "ModelUnavailableError",
-    "PocketRecipe",
     "choose_model",
     "load_policy",
-    "lora_config",
-    "tiny_random_llama",
+    "lora_config",  # TODO(#14): remove with the import above
+    "policy_dtype",
 ]
-
-
-# chat_prompt and generate live in kimina_edu/rollouts.py (sampling) since issue 14; notebooks 03–04
-# import them from here, so they stay importable from this module.
-from kimina_edu.rollouts import chat_prompt, generate  # noqa: F401

@@ -14,10 +14,10 @@ import signal
 
 import pytest
 import torch
+from tiny_llama import tiny_random_llama
 
 from kimina_edu import checkpoints
 from kimina_edu.checkpoints import CheckpointError, latest_checkpoint, load_state, save_state
-from kimina_edu.models import tiny_random_llama
 from kimina_edu.pocket import train_tokenizer
 from kimina_edu.rewards import RewardBreakdown
 from kimina_edu.runtime import file_sha256

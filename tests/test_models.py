@@ -1,16 +1,11 @@
 
 import pytest
+from tiny_llama import tiny_random_llama
 
-from kimina_edu.models import (
-    ModelUnavailableError,
-    PocketRecipe,
-    chat_prompt,
-    choose_model,
-    generate,
-    load_policy,
-    lora_config,
-    tiny_random_llama,
-)
+from kimina_edu.lora import lora_config
+from kimina_edu.models import ModelUnavailableError, choose_model, load_policy
+from kimina_edu.pocket import PocketRecipe
+from kimina_edu.rollouts import chat_prompt, generate
 
 SMOKE = PocketRecipe.smoke()
 

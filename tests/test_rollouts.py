@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tiny_llama import tiny_random_llama
 
-from kimina_edu.models import PocketRecipe, load_policy, lora_config, tiny_random_llama
+from kimina_edu.lora import lora_config
+from kimina_edu.models import load_policy
+from kimina_edu.pocket import PocketRecipe
 from kimina_edu.rewards import RewardBreakdown
 from kimina_edu.rollouts import (
     SamplingSettings,

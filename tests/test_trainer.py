@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from kimina_edu.models import PocketRecipe, load_policy
+from kimina_edu.models import load_policy
+from kimina_edu.pocket import PocketRecipe
 from kimina_edu.rewards import RewardBreakdown
 from kimina_edu.tasks import SEEDS, make_entries
 from kimina_edu.trainer import GRPOTrainer, Rollout, TrainConfig, completion_logprobs, pad_batch, read_log
@@ -120,7 +121,7 @@ def test_default_questions_use_the_course_task_settings(tmp_path):
 
 
 def test_min_p_near_one_samples_the_greedy_completion():
-    from kimina_edu.models import chat_prompt, generate
+    from kimina_edu.rollouts import chat_prompt, generate
 
     model, tok = load_policy("pocket", recipe=SMOKE, verbose=False)
     prompts = [chat_prompt(tok, e["question"]) for e in ENTRIES[:2]]

@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from kimina_edu.grpo import LOSS_TYPES, policy_loss
-from kimina_edu.models import PocketRecipe, load_policy
+from kimina_edu.models import load_policy
+from kimina_edu.pocket import PocketRecipe
 from kimina_edu.tasks import SEEDS, make_entries
 from kimina_edu.trainer import Rollout, TrainConfig, completion_logprobs
 from kimina_edu.trl_bridge import (

@@ -29,7 +29,9 @@ from typing import ClassVar
 import pytest
 import torch
 
-from kimina_edu.models import PocketRecipe, base_model_path, load_policy, lora_config
+from kimina_edu.lora import lora_config
+from kimina_edu.models import base_model_path, load_policy
+from kimina_edu.pocket import PocketRecipe
 from kimina_edu.rewards import RewardBreakdown
 from kimina_edu.rollouts import (
     Generation,
