@@ -263,7 +263,7 @@ def save_traceback(exc: BaseException, output_dir: str | os.PathLike | None = No
 
 
 def one_line_errors(output_dir: str | os.PathLike | None = None) -> bool:
-    """In IPython/Jupyter: a learner error ends its cell in one line, not 50–180 lines of traceback.
+    """In IPython/Jupyter: a learner error ends its cell in one line, not a traceback through the package.
 
     Installs an IPython custom exception handler (``InteractiveShell.set_custom_exc``) for
     :func:`learner_error_types`. The full traceback is not lost: it is kept in the notebook as a

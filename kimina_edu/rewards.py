@@ -179,8 +179,8 @@ def correctness_reward(answer: str | None, entry: dict[str, Any]) -> float:
 def paid_conclusion(entry: dict[str, Any]) -> str:
     """A propositional-logic conclusion the course's reward pays in full — what a teacher writes.
 
-    reasoning-gym's ``example_answer`` when :func:`correctness_reward` accepts it; but about a
-    quarter of them restate a premise (``(R ∨ R)`` from the premise ``R``), so otherwise the first
+    reasoning-gym's ``example_answer`` when :func:`correctness_reward` accepts it; but many of
+    them restate a premise (``(R ∨ R)`` from the premise ``R``), so otherwise the first
     short formula — two literals joined by ∧, ∨, → or ↔, in a fixed order — that is paid, and as a
     last resort the conjunction of all premises. Deterministic: the same entry, the same answer.
     """

@@ -13,7 +13,7 @@ from typing import Any
 
 # syllogism: reasoning-gym's default invalid_ratio is 0.3, so "Yes" is right 70% of the time and
 # a constant answer scores 70%. The course uses 0.5 so that chance is 50% and accuracy means
-# something (measured on the held-out split: 51.6% "Yes").
+# something (tests/test_trainer.py checks that "Yes" stays near half of the RL questions).
 TASK_CONFIGS: dict[str, dict[str, Any]] = {"syllogism": {"invalid_ratio": 0.5}, "propositional_logic": {}}
 
 # Disjoint seeds: the pocket model's corpus, the SFT examples, the RL questions and the
@@ -56,8 +56,8 @@ def _syllogism_restatement(meta: dict[str, Any]) -> str:
     → "Premise 1 is all A B. Premise 2 is some B C. Claim is all A C."
 
     Letters, not nouns: whether the claim follows depends only on this structure, and a tiny
-    model can learn to match terms long before it can copy nouns reliably (measured: the
-    1 M-parameter pocket model copied 0 of 100 noun restatements exactly).
+    model can learn to match terms long before it can copy nouns reliably (what the pocket model
+    made of noun restatements: benchmarks/README.md, "Task data").
     """
     statements = [syllogism_form(meta[k]) for k in ("premise1", "premise2", "conclusion")]
     letters: dict[str, str] = {}
@@ -100,8 +100,9 @@ def oracle_answer(entry: dict[str, Any]) -> str:
     """The answer a teacher writes: the oracle, or for open-ended tasks one valid example.
 
     propositional_logic: one the course's reward pays (:func:`kimina_edu.rewards.paid_conclusion`) —
-    reasoning-gym's own example restates a premise in about a quarter of the questions. A question
-    whose premises allow nothing new (≈2%: tautologies plus one premise) keeps reasoning-gym's example.
+    reasoning-gym's own example often restates a premise, which that reward does not pay. A rare
+    question whose premises allow nothing new (tautologies plus one premise) keeps reasoning-gym's
+    example. How often each happens: benchmarks/README.md, "Task data".
     """
     if entry["answer"] is not None:
         return entry["answer"]
