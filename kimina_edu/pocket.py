@@ -123,17 +123,27 @@ def pocket_corpus(recipe: PocketRecipe) -> list[str]:
     return docs
 
 
-def train_tokenizer(corpus: list[str], vocab_size: int):
-    """A byte-level BPE tokenizer trained on the corpus, wrapped as a transformers tokenizer."""
+def train_tokenizer(corpus: list[str], vocab_size: int, *, special_tokens: list[str] = SPECIAL_TOKENS,
+                    whole_tokens: list[str] = TAG_TOKENS, pad_token: str = "<pad>", bos_token: str = "<|im_start|>",
+                    eos_token: str = "<|im_end|>", unk_token: str | None = None, chat_template: str = CHAT_TEMPLATE):
+    """A byte-level BPE tokenizer trained on the corpus, wrapped as a transformers tokenizer.
+
+    The defaults make the pocket model's; the tests build a SmolLM-shaped tokenizer with the same
+    code and SmolLM's special tokens and template (``tests/smollm_shaped.py``). ``special_tokens``
+    take the first ids, in order; ``whole_tokens`` are never split but, unlike special tokens, kept
+    when decoding (the pocket model's ``<think>``/``<answer>`` tags).
+    """
     from tokenizers import ByteLevelBPETokenizer
     from transformers import PreTrainedTokenizerFast
 
     bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator(corpus, vocab_size=vocab_size, min_frequency=2, special_tokens=SPECIAL_TOKENS + TAG_TOKENS)
-    tok = PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, pad_token="<pad>", bos_token="<|im_start|>",
-                                  eos_token="<|im_end|>", unk_token=None)
-    tok.add_tokens(TAG_TOKENS)  # whole tokens, but not "special": decoding keeps them
-    tok.chat_template = CHAT_TEMPLATE
+    bpe.train_from_iterator(corpus, vocab_size=vocab_size, min_frequency=2,
+                            special_tokens=list(special_tokens) + list(whole_tokens))
+    tok = PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, pad_token=pad_token, bos_token=bos_token,
+                                  eos_token=eos_token, unk_token=unk_token)
+    if whole_tokens:
+        tok.add_tokens(list(whole_tokens))  # whole tokens, but not "special": decoding keeps them
+    tok.chat_template = chat_template
     tok.padding_side = "left"  # generation pads on the left
     return tok
 

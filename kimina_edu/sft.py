@@ -30,7 +30,7 @@ from kimina_edu.models import base_model_path
 from kimina_edu.params import LearnerError
 from kimina_edu.pocket import PocketRecipe
 from kimina_edu.rewards import SYSTEM_PROMPT, chat_messages, correctness_reward, extract_answer, format_reward
-from kimina_edu.runtime import cache_dir, recipe_hash, run_sync
+from kimina_edu.runtime import cache_dir, recipe_hash, resolve_device, run_sync
 from kimina_edu.tasks import SEEDS, make_entries, oracle_answer, teacher_trace
 
 # ---------------------------------------------------------------- rule-based teacher
@@ -238,18 +238,19 @@ def sft_train(model_path: str, examples: list[dict], *, output_dir: str | os.Pat
     """LoRA SFT with TRL's ``SFTTrainer``; loss on completion tokens only.
 
     Returns ``(peft_model, tokenizer, loss_log)``. ``seed`` sets the data order *and* the LoRA
-    initialisation. ``dtype`` defaults to fp32, as :func:`kimina_edu.models.load_policy` on a
-    CPU, so "before" and "after SFT" are the same kind of model. Per-model settings:
-    :meth:`SFTRecipe.preset`.
+    initialisation. ``dtype`` defaults to :func:`kimina_edu.models.policy_dtype` for the device
+    SFT runs on (``use_cpu``: the CPU, else the GPU when there is one), as
+    :func:`kimina_edu.models.load_policy` loads it, so "before" and "after SFT" are the same kind
+    of model. Per-model settings: :meth:`SFTRecipe.preset`.
     """
-    import torch
-
-    dtype = dtype or torch.float32
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
     from trl import SFTConfig, SFTTrainer
 
-    from kimina_edu.models import lora_config
+    from kimina_edu.lora import lora_config
+    from kimina_edu.models import policy_dtype
+
+    dtype = dtype or policy_dtype("cpu" if use_cpu else resolve_device("auto"))
 
     set_seed(seed)  # the LoRA matrices are initialised before the Trainer seeds itself: seed them too
     tok = AutoTokenizer.from_pretrained(model_path)
@@ -333,11 +334,13 @@ def _adapter_problem(path: Path) -> str | None:
 
 
 def ensure_sft_adapter(model_id: str = "pocket", *, recipe: SFTRecipe | None = None,
-                       pocket: PocketRecipe | None = None) -> tuple[str, Path]:
+                       pocket: PocketRecipe | None = None, device: str | None = None) -> tuple[str, Path]:
     """``(base_path, adapter_dir)`` — the chapter-3 adapter, trained now if not cached.
 
     Later chapters call this so each notebook runs on its own; `make course` trains it once. A
-    damaged cached adapter is retrained with one line saying so.
+    damaged cached adapter is retrained with one line saying so. ``device`` (the chapter's
+    ``DEVICE``; ``None``: a GPU when there is one) is where a missing adapter is trained, in that
+    device's :func:`~kimina_edu.models.policy_dtype`, as notebook 03 trains it.
     """
     recipe = recipe or SFTRecipe.preset(model_id)
     base = base_model_path(model_id, pocket)
@@ -350,7 +353,7 @@ def ensure_sft_adapter(model_id: str = "pocket", *, recipe: SFTRecipe | None = N
         from kimina_edu.models import lora_config
 
         model, _, _ = sft_train(base, examples, output_dir=tmp / "work", epochs=recipe.epochs, lr=recipe.lr,
-                                batch_size=recipe.batch_size, seed=recipe.seed,
+                                batch_size=recipe.batch_size, seed=recipe.seed, use_cpu=resolve_device(device) == "cpu",
                                 lora=lora_config(r=recipe.lora_r, alpha=recipe.lora_alpha))
         model.save_pretrained(tmp)
         import shutil

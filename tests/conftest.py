@@ -16,3 +16,12 @@ def offline_private_cache(monkeypatch, tmp_path):
     """Offline, with a cache of this test's own: for tests that damage or race on cached artifacts."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("KIMINA_EDU_CACHE", str(tmp_path / "cache"))
+
+
+@pytest.fixture(scope="session")
+def smollm_shaped(tmp_path_factory):
+    """A folder shaped like HuggingFaceTB/SmolLM-135M-Instruct (tests/smollm_shaped.py): the hub path,
+    offline. Built once per session, in a few seconds."""
+    from smollm_shaped import build_smollm_shaped
+
+    return build_smollm_shaped(tmp_path_factory.mktemp("smollm-shaped"))
