@@ -1,5 +1,8 @@
 """Chapter 8's wiring, in the main environment (verl itself is checked by `make verl-check`)."""
 
+import shlex
+import subprocess
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -14,7 +17,7 @@ from kimina_edu.lean.standin import StandinServer
 from kimina_edu.verl.data import GROUND_TRUTH, prepare_data, to_verl_row
 from kimina_edu.verl.dataset import SecondTurnMixin
 from kimina_edu.verl.launch import PreflightError, preflight
-from kimina_edu.verl.recipe import PRESETS, launch_script, overrides_list, recipe_overrides
+from kimina_edu.verl.recipe import GO_TO_REPO_ROOT, PRESETS, launch_script, overrides_list, recipe_overrides
 
 PROBLEMS = load_offline_problems()
 
@@ -48,6 +51,41 @@ def test_every_value_names_its_source_and_keys_are_unique(preset):
     assert len(keys) == len(set(keys))
     script = launch_script(preset)
     assert script.count("verl.trainer.main_ppo") == 1 and "kimina_edu.verl.launch" in script
+
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_the_launch_script_names_files_relative_to_the_repository_root(preset):
+    script = launch_script(preset)
+    assert str(REPO) not in script and str(Path.home()) not in script
+    overrides = [shlex.split(line.removesuffix(" \\"))[0] for line in script.splitlines() if line.startswith("    ")]
+    assert len(overrides) == len(recipe_overrides(preset))
+    values = [ov.split("=", 1)[1].strip("[]") for ov in overrides]
+    assert not [v for v in values if v.startswith("/")], "an absolute path in the script"
+    files = [ov.split("=", 1)[1] for ov in overrides if ".path=" in ov and ov.endswith(".py")]
+    assert len(files) == 2 and all((REPO / f).is_file() for f in files), files  # dataset.py and reward.py
+
+
+def _header_then_pwd(tmp_path) -> Path:
+    header = tmp_path / "header.sh"
+    header.write_text(f"set -euo pipefail\n{GO_TO_REPO_ROOT}\npwd\n")
+    return header
+
+
+def test_the_launch_script_moves_to_the_checkout_root_from_inside_it_or_stops_in_one_line(tmp_path):
+    checkout, outside = tmp_path / "checkout", tmp_path / "outside"
+    (checkout / "kimina_edu" / "verl").mkdir(parents=True)
+    (checkout / "kimina_edu" / "verl" / "reward.py").write_text("")
+    (checkout / "runs" / "08").mkdir(parents=True)
+    outside.mkdir()
+    subprocess.run(["git", "init", "-q", str(checkout)], check=True)
+    header = _header_then_pwd(tmp_path)
+    inside = subprocess.run(["bash", str(header)], check=False, cwd=checkout / "runs" / "08", capture_output=True, text=True)
+    assert inside.returncode == 0 and Path(inside.stdout.strip()).resolve() == checkout.resolve(), inside
+    lost = subprocess.run(["bash", str(header)], check=False, cwd=outside, capture_output=True, text=True)
+    assert lost.returncode == 1 and lost.stderr.strip() == "run this script from inside a kimina-edu checkout"
 
 
 def test_presets_differ_where_they_should():

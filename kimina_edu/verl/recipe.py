@@ -13,17 +13,21 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parent  # where verl loads our files from when run on this machine
+PACKAGE_IN_REPO = Path("kimina_edu/verl")  # the same folder, as the launch script names it: from the repository root
 MODELS = {"1.7B": "AI-MO/Kimina-Prover-Distill-1.7B", "0.6B": "AI-MO/Kimina-Prover-Distill-0.6B"}
 PRESETS = ("full", "dry_run", "one_gpu")
 
 
 def recipe_overrides(preset: str = "full", *, n_gpus: int | None = None, model: str = "1.7B",
-                     data_dir: str | Path = "prompt_sets", logger: str = "console") -> list[tuple[str, str]]:
+                     data_dir: str | Path = "prompt_sets", logger: str = "console",
+                     package_dir: str | Path = PACKAGE_DIR) -> list[tuple[str, str]]:
     """``[(hydra_override, source_comment), …]`` for ``python -m verl.trainer.main_ppo``.
 
     Presets: ``full`` — the recipe on one 8-GPU node; ``dry_run`` — the recipe's debug run
     (8 samples, short lengths, no error correction); ``one_gpu`` — the 0.6B model on one 80 GB card.
+    ``package_dir``: where verl finds ``dataset.py`` and ``reward.py`` — this machine's copy by
+    default; :func:`launch_script` passes :data:`PACKAGE_IN_REPO` so a script carries no local path.
     """
     if preset not in PRESETS:
         raise ValueError(f"preset must be one of {PRESETS}; got {preset!r}")
@@ -33,7 +37,7 @@ def recipe_overrides(preset: str = "full", *, n_gpus: int | None = None, model: 
     model_path = MODELS.get("0.6B" if one else model, model)
     prompt_len, response_len = {"full": (8192, 24576), "dry_run": (1684, 6508), "one_gpu": (2048, 8192)}[preset]
     batch, mini = {"full": (256, 32), "dry_run": (8, 8), "one_gpu": (32, 8)}[preset]
-    data = Path(data_dir)
+    data, package = Path(data_dir), Path(package_dir)
     o: list[tuple[str, str]] = [
         ("algorithm.adv_estimator=grpo", "recipe: group-relative advantages, no critic"),
         ("algorithm.norm_adv_by_std_in_grpo=False", "recipe + Dr.GRPO: r - mean(group), no std division"),
@@ -47,7 +51,7 @@ def recipe_overrides(preset: str = "full", *, n_gpus: int | None = None, model: 
         ("data.truncation=error", "recipe: a too-long second-turn prompt must fail loudly"),
         ("data.return_raw_chat=True", "recipe: the dataset keeps the chat messages"),
         ("data.dataloader_num_workers=0", "recipe: on_batch_end mutates the dataset in the driver process"),
-        (f"data.custom_cls.path={PACKAGE_DIR / 'dataset.py'}", "ours: second-turn prompts mixed into batches"),
+        (f"data.custom_cls.path={package / 'dataset.py'}", "ours: second-turn prompts mixed into batches"),
         ("data.custom_cls.name=SecondTurnRLDataset", "ours"),
         (f"+data.multiturn={full}", "recipe: error correction on (off in the dry run, as in the recipe)"),
         ("+data.multiturn_sampling_rate=0.5", "recipe: half of each batch from the cache"),
@@ -80,7 +84,7 @@ def recipe_overrides(preset: str = "full", *, n_gpus: int | None = None, model: 
         ("actor_rollout_ref.rollout.val_kwargs.temperature=1.0", "recipe"),
         ("actor_rollout_ref.rollout.val_kwargs.top_p=0.95", "recipe"),
         ("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=2", "recipe (inert: no reference model without KL)"),
-        (f"reward.custom_reward_function.path={PACKAGE_DIR / 'reward.py'}", "verl 0.9.1 reads reward.custom_reward_function"),
+        (f"reward.custom_reward_function.path={package / 'reward.py'}", "verl 0.9.1 reads reward.custom_reward_function"),
         ("reward.custom_reward_function.name=compute_score", "ours: format × Lean validity, plus acc/pred/tool_feedback"),
         ("trainer.use_v1=False", "ours: verl 0.9.1's legacy trainer calls train_dataset.on_batch_end; v1 has no such hook"),
         ("trainer.critic_warmup=0", "recipe"),
@@ -101,17 +105,30 @@ def overrides_list(preset: str = "full", **kwargs) -> list[str]:
     return [ov for ov, _ in recipe_overrides(preset, **kwargs)]
 
 
+# The script's first move: to the root of the repository holding the directory it is run from, else of the
+# one holding the script; its paths are relative to that root, so it runs on any machine with a checkout.
+GO_TO_REPO_ROOT = """\
+cd "$(git rev-parse --show-toplevel 2>/dev/null || git -C "$(dirname "$0")" rev-parse --show-toplevel 2>/dev/null || pwd)"
+test -f kimina_edu/verl/reward.py || { echo "run this script from inside a kimina-edu checkout" >&2; exit 1; }"""
+
+
 def launch_script(preset: str = "full", **kwargs) -> str:
-    """The bash a learner runs: preflight checks first (one line each), then verl."""
+    """The bash a learner runs: preflight checks first (one line each), then verl.
+
+    Every path in it is relative to the repository root, which the script moves to first, so the
+    same file runs on a GPU node's checkout wherever it is stored. (An absolute ``data_dir`` you
+    pass is kept as given.)
+    """
     data_dir = shlex.quote(str(kwargs.get("data_dir", "prompt_sets")))
     lines = [
         "#!/usr/bin/env bash",
         f"# generated by kimina_edu.verl.recipe.launch_script — preset {preset!r}",
         "set -euo pipefail",
+        GO_TO_REPO_ROOT,
         f"python -m kimina_edu.verl.launch --preset {preset} --data-dir {data_dir}  # preflight: GPUs, Lean server, data",
         "python -m verl.trainer.main_ppo \\",
     ]
-    body = recipe_overrides(preset, **kwargs)
+    body = recipe_overrides(preset, **{"package_dir": PACKAGE_IN_REPO, **kwargs})
     for i, (ov, _source) in enumerate(body):
         cont = " \\" if i < len(body) - 1 else ' "$@"'
         lines.append(f"    {shlex.quote(ov)}{cont}")
