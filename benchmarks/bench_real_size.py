@@ -74,7 +74,8 @@ def peak_meter():
     return lambda: _status("VmHWM") - base
 
 
-def _build(key: str):
+def _build(key: str, device: str = "cpu"):
+    """The LoRA model at real size: fp32 on the CPU, bf16 on a GPU (the course's dtype on each)."""
     import torch
     import transformers
     from peft import get_peft_model
@@ -84,8 +85,31 @@ def _build(key: str):
     _, config_cls, cfg = MODELS[key]
     torch.manual_seed(0)
     config = getattr(transformers, config_cls)(**cfg)
-    model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype).to(device)
     return get_peft_model(model, lora_config()), cfg
+
+
+class _Meter:
+    """Time and peak memory of one phase: resident memory on the CPU, allocated memory on a GPU."""
+
+    def __init__(self, device: str):
+        import torch
+
+        self.device, self.torch = device, torch
+        if device == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            self.base = torch.cuda.memory_allocated()
+        else:
+            self.base, self._peak = _status("VmRSS"), peak_meter()
+        self.start = time.perf_counter()
+
+    def stop(self) -> tuple[float, int]:
+        if self.device == "cuda":
+            self.torch.cuda.synchronize()
+            return time.perf_counter() - self.start, self.torch.cuda.max_memory_allocated() - self.base
+        return time.perf_counter() - self.start, self._peak()
 
 
 def _ids(n: int, length: int, vocab: int, seed: int) -> list[list[int]]:
@@ -96,19 +120,29 @@ def _ids(n: int, length: int, vocab: int, seed: int) -> list[list[int]]:
 
 
 def phase(key: str, name: str, args) -> dict:
-    """Run one phase in this process; return its time, token count and peak memory above the start."""
+    """Run one phase in this process; return its time, token count and peak memory above the start.
+
+    On a GPU the phase runs once untimed first (kernel selection and caching allocator warm-up
+    would otherwise be billed to it); on the CPU once, as a learner's first step runs.
+    """
     import torch
 
-    model, cfg = _build(key)
+    device = args.device
+    model, cfg = _build(key, device)
+    rss_after_build = _status("VmRSS")
     vocab = cfg["vocab_size"]
     n_params = sum(p.numel() for p in model.parameters())
+    runs = 2 if device == "cuda" else 1
     if name == "sft":
-        batch = torch.tensor(_ids(SFT["batch"], SFT["length"], vocab, 1))
+        batch = torch.tensor(_ids(SFT["batch"], SFT["length"], vocab, 1), device=device)
         opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=2e-4)
         model.train()
-        base, peak, start = _status("VmRSS"), peak_meter(), time.perf_counter()
-        model(input_ids=batch, labels=batch).loss.backward()
-        opt.step()
+        for _ in range(runs):
+            meter = _Meter(device)
+            model(input_ids=batch, labels=batch).loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            seconds, peak = meter.stop()
         tokens = batch.numel()
     elif name == "generate":
         from types import SimpleNamespace
@@ -120,9 +154,11 @@ def phase(key: str, name: str, args) -> dict:
         settings = SamplingSettings(max_new_tokens=args.gen_tokens, temperature=0.7, top_p=0.95, n=args.gen_samples)
         backend = TransformersBackend()
         model.eval()
-        base, peak, start = _status("VmRSS"), peak_meter(), time.perf_counter()
-        backend.load_policy(model)
-        gen = backend.generate(tok, prompts, settings)
+        for _ in range(runs):
+            meter = _Meter(device)
+            backend.load_policy(model)
+            gen = backend.generate(tok, prompts, settings)
+            seconds, peak = meter.stop()
         tokens = sum(len(c) for c in gen.completion_ids)
     elif name == "learn":
         from kimina_edu.grpo import policy_loss
@@ -132,17 +168,20 @@ def phase(key: str, name: str, args) -> dict:
         comps = _ids(args.minibatch, ARTICLE["completion"], vocab, 4)
         rollouts = [Rollout(p, c, [], 1.0 if i % 2 else -1.0, 0.0, False) for i, (p, c) in enumerate(zip(prompts, comps))]
         model.train()
-        base, peak, start = _status("VmRSS"), peak_meter(), time.perf_counter()
-        logp, mask, _ = completion_logprobs(model, rollouts, cfg["pad_token_id"], with_entropy=True)
-        adv = torch.tensor([r.advantage for r in rollouts])
-        loss, _ = policy_loss(logp, logp.detach(), adv, mask, loss_type="grpo", max_len=ARTICLE["completion"])
-        loss.backward()
+        for _ in range(runs):
+            model.zero_grad(set_to_none=True)
+            meter = _Meter(device)
+            logp, mask, _ = completion_logprobs(model, rollouts, cfg["pad_token_id"], with_entropy=True)
+            adv = torch.tensor([r.advantage for r in rollouts], device=logp.device)
+            loss, _ = policy_loss(logp, logp.detach(), adv, mask, loss_type="grpo", max_len=ARTICLE["completion"])
+            loss.backward()
+            seconds, peak = meter.stop()
         tokens = sum(len(r.prompt_ids) + len(r.completion_ids) for r in rollouts)
     else:
         raise ValueError(f"unknown phase {name!r}: sft, generate or learn")
-    seconds = time.perf_counter() - start
-    return {"model": key, "phase": name, "seconds": seconds, "tokens": tokens, "peak_bytes": peak(),
-            "rss_after_build_bytes": base, "n_params": n_params}
+    return {"model": key, "phase": name, "seconds": seconds, "tokens": tokens, "peak_bytes": peak,
+            "rss_after_build_bytes": rss_after_build, "n_params": n_params, "device": device,
+            "gpu": torch.cuda.get_device_name() if device == "cuda" else None}
 
 
 def main() -> int:
@@ -152,6 +191,10 @@ def main() -> int:
     parser.add_argument("--gen-prompts", type=int, default=2)
     parser.add_argument("--gen-samples", type=int, default=4)
     parser.add_argument("--gen-tokens", type=int, default=48)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                        help="cuda: bf16 on the GPU, peak = allocated GPU memory (the article's sizes fit easily)")
+    parser.add_argument("--phases", default="sft,generate,learn", help="comma-separated subset to run")
+    parser.add_argument("--out", help="also write the summary JSON here")
     parser.add_argument("--phase", help=argparse.SUPPRESS)
     args = parser.parse_args()
     keys = [k.strip() for k in args.models.split(",") if k.strip()]
@@ -163,10 +206,10 @@ def main() -> int:
         return 0
     rows, t0 = [], time.perf_counter()
     for key in keys:
-        for name in ("sft", "generate", "learn"):
+        for name in [p.strip() for p in args.phases.split(",") if p.strip()]:
             cmd = [sys.executable, __file__, "--models", key, "--phase", name, "--minibatch", str(args.minibatch),
                    "--gen-prompts", str(args.gen_prompts), "--gen-samples", str(args.gen_samples),
-                   "--gen-tokens", str(args.gen_tokens)]
+                   "--gen-tokens", str(args.gen_tokens), "--device", args.device]
             proc = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=HERE.parent)
             if proc.returncode != 0:
                 print(f"{key} {name} failed:\n{proc.stderr[-3000:]}", file=sys.stderr)
@@ -178,7 +221,7 @@ def main() -> int:
                   flush=True)
     print(f"total {time.perf_counter() - t0:.0f} s")
     summary = {}
-    for key in keys:
+    for key in keys if args.phases == "sft,generate,learn" else []:  # the step estimate needs all three
         got = {r["phase"]: r for r in rows if r["model"] == key}
         gen_rate = got["generate"]["tokens"] / got["generate"]["seconds"]
         train_rate = got["learn"]["tokens"] / got["learn"]["seconds"]
@@ -193,7 +236,10 @@ def main() -> int:
             "sft_peak_GiB": got["sft"]["peak_bytes"] / 2**30, "gen_peak_GiB": got["generate"]["peak_bytes"] / 2**30,
             "grpo_step_estimate_s": step,
         }
+    result = {"real_size": summary, "settings": vars(args), "rows": rows}
     print(json.dumps({"real_size": summary, "settings": vars(args)}, indent=1))
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=1))
     return 0
 
 
