@@ -43,7 +43,7 @@ def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dic
 
     from kimina_edu.eval import evaluate_policy
     from kimina_edu.models import load_policy, lora_config
-    from kimina_edu.sft import SFTRecipe, ensure_sft_adapter
+    from kimina_edu.sft import SFTRecipe, ensure_sft_adapter, sft_stop_record
     from kimina_edu.tasks import SEEDS, held_out, make_entries
     from kimina_edu.trainer import GRPOTrainer, TrainConfig
     from kimina_edu.trl_bridge import REWARD_FUNCS, build_dataset, grpo_config, stop_when_silent
@@ -57,6 +57,8 @@ def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dic
     t0 = time.perf_counter()
     base, adapter = ensure_sft_adapter("pocket", recipe=recipe)
     row["sft_seconds"] = time.perf_counter() - t0
+    checks = sft_stop_record(adapter).get("dev_checks", [])
+    row["sft_epochs"] = checks[-1]["epoch"] if checks else recipe.epochs
     model, tok = load_policy(base, adapter=adapter, verbose=False)
     r = evaluate_policy(model, tok, eval_entries, max_new_tokens=SFT_EVAL_TOKENS, progress=False)
     row.update(sft_accuracy=r["accuracy"], sft_format_rate=r["format_rate"])
@@ -105,7 +107,7 @@ def goals_missed(row: dict) -> list[str]:
 
 
 PCT, PTS, NUM = "{:.1%}".format, lambda v: f"{100 * v:+.1f}", "{:.0f}".format  # points: differences of rates
-FIGURES = [("sft_accuracy", "03 SFT accuracy", PCT), ("sft_format_rate", "03 SFT format rate", PCT),
+FIGURES = [("sft_epochs", "03 SFT epochs run", NUM), ("sft_accuracy", "03 SFT accuracy", PCT), ("sft_format_rate", "03 SFT format rate", PCT),
            ("grpo_before", "04 accuracy before GRPO", PCT), ("grpo_after", "04 accuracy after GRPO", PCT),
            ("grpo_gain", "04 GRPO gain (points)", PTS), ("grpo_steps", "04 steps run (of 300)", NUM),
            ("grpo_skipped", "04 steps skipped (no signal)", NUM), ("grpo_seconds", "04 GRPO seconds", NUM),

@@ -31,7 +31,7 @@ from kimina_edu.params import LearnerError
 from kimina_edu.pocket import PocketRecipe
 from kimina_edu.rewards import SYSTEM_PROMPT, chat_messages, correctness_reward, extract_answer, format_reward
 from kimina_edu.runtime import cache_dir, recipe_hash, resolve_device, run_sync
-from kimina_edu.tasks import SEEDS, make_entries, oracle_answer, teacher_trace
+from kimina_edu.tasks import SEEDS, dev_split, make_entries, oracle_answer, teacher_trace
 
 # ---------------------------------------------------------------- rule-based teacher
 
@@ -232,16 +232,65 @@ def make_sft_examples(entries: list[dict[str, Any]], teacher: OpenAITeacher | No
 # ---------------------------------------------------------------- LoRA SFT
 
 
+class DevTargetStop:
+    """Stop SFT at the end of the first epoch whose greedy accuracy on held-out *dev* questions
+    reaches ``target`` (checked from epoch ``from_epoch`` on; ``history`` keeps every check).
+
+    Why: with 200 examples, the data order and LoRA init alone move the accuracy a fixed epoch
+    count reaches by several points from seed to seed. Stopping on a dev target lands every seed
+    near the same accuracy: enough for GRPO's groups to carry signal, room left for RL to add.
+    The dev questions are their own split (:func:`kimina_edu.tasks.dev_split`), never the
+    held-out questions the chapters report.
+    """
+
+    def __init__(self, entries: list[dict[str, Any]], target: float, *, from_epoch: int = 1,
+                 max_new_tokens: int = 96):
+        self.entries, self.target, self.from_epoch, self.max_new_tokens = entries, target, from_epoch, max_new_tokens
+        self.history: list[dict[str, float]] = []
+
+    def callback(self):
+        """A ``transformers.TrainerCallback`` that runs this check at each epoch's end."""
+        from transformers import TrainerCallback
+
+        rule = self
+
+        class _Check(TrainerCallback):
+            def on_epoch_end(self, args, state, control, model=None, processing_class=None, **_):
+                epoch = round(state.epoch or 0)
+                if epoch < rule.from_epoch or model is None or processing_class is None:
+                    return control
+                if rule.reached(model, processing_class, epoch):
+                    control.should_training_stop = True
+                return control
+
+        return _Check()
+
+    def reached(self, model, tok, epoch: int) -> bool:
+        from kimina_edu.eval import evaluate_policy
+
+        side, was_training = tok.padding_side, model.training
+        tok.padding_side = "left"
+        model.eval()
+        try:
+            acc = evaluate_policy(model, tok, self.entries, max_new_tokens=self.max_new_tokens, progress=False)["accuracy"]
+        finally:
+            tok.padding_side = side
+            model.train(was_training)
+        self.history.append({"epoch": epoch, "dev_accuracy": acc})
+        return acc >= self.target
+
+
 def sft_train(model_path: str, examples: list[dict], *, output_dir: str | os.PathLike, lora=None, epochs: int = 3,
               lr: float = 2e-3, batch_size: int = 8, seed: int = 0, max_length: int = 512, use_cpu: bool = True,
-              dtype: Any = None):
+              dtype: Any = None, stop: DevTargetStop | None = None):
     """LoRA SFT with TRL's ``SFTTrainer``; loss on completion tokens only.
 
     Returns ``(peft_model, tokenizer, loss_log)``. ``seed`` sets the data order *and* the LoRA
     initialisation. ``dtype`` defaults to :func:`kimina_edu.models.policy_dtype` for the device
     SFT runs on (``use_cpu``: the CPU, else the GPU when there is one), as
     :func:`kimina_edu.models.load_policy` loads it, so "before" and "after SFT" are the same kind
-    of model. Per-model settings: :meth:`SFTRecipe.preset`.
+    of model. Per-model settings: :meth:`SFTRecipe.preset`. ``stop``: end early once a dev
+    accuracy target is reached (:class:`DevTargetStop`); ``epochs`` is then the most it runs.
     """
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
@@ -263,7 +312,7 @@ def sft_train(model_path: str, examples: list[dict], *, output_dir: str | os.Pat
         activation_checkpointing=False, dataloader_num_workers=0, disable_tqdm=False,
     )
     trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(examples), processing_class=tok,
-                         peft_config=lora or lora_config())
+                         peft_config=lora or lora_config(), callbacks=[stop.callback()] if stop else None)
     trainer.train()
     log = [{"step": r["step"], "loss": r["loss"]} for r in trainer.state.log_history if "loss" in r]
     tok.padding_side = "left"
@@ -283,10 +332,12 @@ class SFTRecipe:
     sets the SFT data order and the LoRA initialisation. ``data_seed`` picks which questions the
     teacher answers and stays fixed, so every seed learns from the same 200 examples.
 
-    Pocket model: lr 3e-3, 10 epochs — under-trained on purpose. Like the article's warm-up it
-    leaves chapter 4's RL room to add something; a longer warm-up left GRPO nothing measurable to
-    add, a shorter one missed chapter 3's accuracy goal for some seeds (benchmarks/README.md).
-    SmolLM-135M and other hub models: the article's ~2e-4 and 3 epochs.
+    Pocket model: lr 3e-3, at most ``epochs`` epochs, stopped at the first epoch (from
+    ``dev_from_epoch`` on) whose greedy accuracy on ``dev_questions`` dev questions reaches
+    ``dev_target`` — under-trained on purpose, like the article's warm-up, so chapter 4's RL has
+    room to add something. A fixed epoch count landed the seeds several points apart, and RL's
+    gain shrinks as the start rises (benchmarks/README.md). SmolLM-135M and other hub models: the
+    article's ~2e-4 and 3 epochs, no dev target (``dev_target=None``).
     """
 
     task: str = "syllogism"
@@ -299,6 +350,9 @@ class SFTRecipe:
     seed: int = 0
     data_seed: int = SEEDS["sft"]
     teacher: str = "rule-based"
+    dev_target: float | None = None
+    dev_questions: int = 200
+    dev_from_epoch: int = 5
 
     @classmethod
     def preset(cls, model_id: str = "pocket", *, smoke: bool = False, **overrides) -> SFTRecipe:
@@ -306,11 +360,30 @@ class SFTRecipe:
 
         An override of ``None`` means "not given" (notebook parameters left at ``None``).
         """
-        base: dict[str, Any] = {} if model_id == "pocket" else {"lr": 2e-4, "epochs": 3}
+        base: dict[str, Any] = {"epochs": 14, "dev_target": 0.70} if model_id == "pocket" else {"lr": 2e-4, "epochs": 3}
         if smoke:
-            base.update(n_examples=64, epochs=4, lr=5e-3 if model_id == "pocket" else 5e-4)
+            base.update(n_examples=64, epochs=4, lr=5e-3 if model_id == "pocket" else 5e-4, dev_target=None)
         base.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**base)
+
+
+    def stop_rule(self, max_new_tokens: int = 96) -> DevTargetStop | None:
+        """The early stop this recipe asks for (``None`` without a ``dev_target``)."""
+        if self.dev_target is None:
+            return None
+        return DevTargetStop(dev_split(self.task, self.dev_questions), self.dev_target,
+                             from_epoch=self.dev_from_epoch, max_new_tokens=max_new_tokens)
+
+
+STOP_RECORD = "sft_stop.json"  # beside a cached adapter: the dev checks that ended its training
+
+
+def sft_stop_record(adapter_dir: str | os.PathLike) -> dict[str, Any]:
+    """What ended a cached adapter's SFT (``{}`` for adapters cached before the record existed)."""
+    try:
+        return json.loads((Path(adapter_dir) / STOP_RECORD).read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def sft_adapter_dir(base: str, recipe: SFTRecipe) -> Path:
@@ -352,10 +425,13 @@ def ensure_sft_adapter(model_id: str = "pocket", *, recipe: SFTRecipe | None = N
         examples, _ = make_sft_examples(make_entries(recipe.task, recipe.n_examples, recipe.data_seed))
         from kimina_edu.models import lora_config
 
-        model, _, _ = sft_train(base, examples, output_dir=tmp / "work", epochs=recipe.epochs, lr=recipe.lr,
-                                batch_size=recipe.batch_size, seed=recipe.seed, use_cpu=resolve_device(device) == "cpu",
-                                lora=lora_config(r=recipe.lora_r, alpha=recipe.lora_alpha))
+        stop = recipe.stop_rule()
+        model, _, log = sft_train(base, examples, output_dir=tmp / "work", epochs=recipe.epochs, lr=recipe.lr,
+                                  batch_size=recipe.batch_size, seed=recipe.seed, use_cpu=resolve_device(device) == "cpu",
+                                  lora=lora_config(r=recipe.lora_r, alpha=recipe.lora_alpha), stop=stop)
         model.save_pretrained(tmp)
+        (tmp / STOP_RECORD).write_text(json.dumps({"dev_checks": stop.history if stop else [],
+                                                   "steps": log[-1]["step"] if log else 0}))
         import shutil
 
         shutil.rmtree(tmp / "work", ignore_errors=True)

@@ -18,7 +18,7 @@ TASK_CONFIGS: dict[str, dict[str, Any]] = {"syllogism": {"invalid_ratio": 0.5}, 
 
 # Disjoint seeds: the pocket model's corpus, the SFT examples, the RL questions and the
 # held-out evaluation never come from the same generator stream.
-SEEDS = {"pretrain": 1234, "sft": 7, "rl": 31337, "eval": 999_001}
+SEEDS = {"pretrain": 1234, "sft": 7, "rl": 31337, "eval": 999_001, "dev": 424_242}
 
 
 def make_entries(task: str, n: int, seed: int) -> list[dict[str, Any]]:
@@ -30,6 +30,14 @@ def make_entries(task: str, n: int, seed: int) -> list[dict[str, Any]]:
 def held_out(task: str = "syllogism", n: int = 400) -> list[dict[str, Any]]:
     """The fixed held-out split every chapter reports accuracy on."""
     return make_entries(task, n, SEEDS["eval"])
+
+
+def dev_split(task: str = "syllogism", n: int = 200) -> list[dict[str, Any]]:
+    """Questions for decisions made during training (when to stop SFT), kept apart from
+    :func:`held_out`: a split that chose when to stop would flatter the accuracy it reports.
+    Questions that also occur in the held-out split are dropped."""
+    test = {e["question"] for e in held_out(task)}
+    return [e for e in make_entries(task, n, SEEDS["dev"]) if e["question"] not in test]
 
 
 _FORMS = (

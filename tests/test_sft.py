@@ -82,3 +82,28 @@ def test_hosted_teacher_bad_answers_are_counted_never_kept(tmp_path, script, rea
                             backoff_base=0.001, max_retries=2)
     examples, report = make_sft_examples(make_entries("syllogism", 2, SEEDS["sft"]), teacher)
     assert examples == [] and report.dropped[reason] == 2
+
+
+@pytest.mark.usefixtures("offline_shared_cache")
+@pytest.mark.parametrize("target, stops_at", [(0.0, 2), (1.01, None)])
+def test_sft_stops_at_the_first_epoch_that_reaches_the_dev_target(tmp_path, target, stops_at):
+    """The dev check runs from ``from_epoch`` on and ends training at the first epoch that reaches
+    the target; an unreachable target runs every epoch (and checks each one)."""
+    from kimina_edu.models import base_model_path
+    from kimina_edu.pocket import PocketRecipe
+    from kimina_edu.sft import DevTargetStop, sft_train
+    from kimina_edu.tasks import dev_split
+
+    examples, _ = make_sft_examples(make_entries("syllogism", 16, SEEDS["sft"]))
+    stop = DevTargetStop(dev_split("syllogism", 8), target, from_epoch=2, max_new_tokens=16)
+    _, _, log = sft_train(base_model_path("pocket", PocketRecipe.smoke()), examples, output_dir=tmp_path, epochs=4,
+                          lr=5e-3, batch_size=8, stop=stop)
+    epochs = [c["epoch"] for c in stop.history]
+    assert epochs == ([2] if stops_at else [2, 3, 4])
+    assert log[-1]["step"] == 2 * (stops_at or 4)  # 16 examples / batch 8 = 2 steps per epoch
+
+
+def test_dev_split_is_disjoint_from_the_held_out_split():
+    from kimina_edu.tasks import dev_split
+
+    assert not {e["question"] for e in dev_split()} & {e["question"] for e in held_out()}
