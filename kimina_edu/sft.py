@@ -378,6 +378,12 @@ class SFTRecipe:
 STOP_RECORD = "sft_stop.json"  # beside a cached adapter: the dev checks that ended its training
 
 
+def write_stop_record(adapter_dir: str | os.PathLike, stop: DevTargetStop | None, log: list[dict]) -> None:
+    """Keep, beside a saved adapter, the dev checks that ended its SFT and the steps it ran."""
+    record = {"dev_checks": stop.history if stop else [], "steps": log[-1]["step"] if log else 0}
+    (Path(adapter_dir) / STOP_RECORD).write_text(json.dumps(record))
+
+
 def sft_stop_record(adapter_dir: str | os.PathLike) -> dict[str, Any]:
     """What ended a cached adapter's SFT (``{}`` for adapters cached before the record existed)."""
     try:
@@ -430,8 +436,7 @@ def ensure_sft_adapter(model_id: str = "pocket", *, recipe: SFTRecipe | None = N
                                   batch_size=recipe.batch_size, seed=recipe.seed, use_cpu=resolve_device(device) == "cpu",
                                   lora=lora_config(r=recipe.lora_r, alpha=recipe.lora_alpha), stop=stop)
         model.save_pretrained(tmp)
-        (tmp / STOP_RECORD).write_text(json.dumps({"dev_checks": stop.history if stop else [],
-                                                   "steps": log[-1]["step"] if log else 0}))
+        write_stop_record(tmp, stop, log)
         import shutil
 
         shutil.rmtree(tmp / "work", ignore_errors=True)
