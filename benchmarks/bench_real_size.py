@@ -80,7 +80,7 @@ def _build(key: str, device: str = "cpu"):
     import transformers
     from peft import get_peft_model
 
-    from kimina_edu.models import lora_config
+    from kimina_edu.lora import lora_config
 
     _, config_cls, cfg = MODELS[key]
     torch.manual_seed(0)

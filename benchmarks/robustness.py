@@ -42,7 +42,8 @@ def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dic
     from trl import GRPOTrainer as TRLGRPOTrainer
 
     from kimina_edu.eval import evaluate_policy
-    from kimina_edu.models import load_policy, lora_config
+    from kimina_edu.lora import lora_config
+    from kimina_edu.models import load_policy
     from kimina_edu.sft import SFTRecipe, ensure_sft_adapter, sft_stop_record
     from kimina_edu.tasks import SEEDS, held_out, make_entries
     from kimina_edu.trainer import GRPOTrainer, TrainConfig

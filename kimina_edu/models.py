@@ -12,8 +12,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-# TODO(#14): remove once sft.py/notebooks import from kimina_edu.lora (this import and its __all__ entry)
-from kimina_edu.lora import lora_config
 from kimina_edu.pocket import PocketRecipe, pocket_path
 
 HUB_DEFAULT = "HuggingFaceTB/SmolLM-135M-Instruct"
@@ -146,6 +144,5 @@ __all__ = [
     "ModelUnavailableError",
     "choose_model",
     "load_policy",
-    "lora_config",  # TODO(#14): remove with the import above
     "policy_dtype",
 ]

@@ -18,7 +18,6 @@ import asyncio
 import hashlib
 import json
 import os
-import random
 import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -29,6 +28,7 @@ from kimina_edu.cache import build_once
 from kimina_edu.models import base_model_path
 from kimina_edu.params import LearnerError
 from kimina_edu.pocket import PocketRecipe
+from kimina_edu.retry import backoff_delay
 from kimina_edu.rewards import SYSTEM_PROMPT, chat_messages, correctness_reward, extract_answer, format_reward
 from kimina_edu.runtime import cache_dir, recipe_hash, resolve_device, run_sync
 from kimina_edu.tasks import SEEDS, dev_split, make_entries, oracle_answer, teacher_trace
@@ -149,7 +149,7 @@ class OpenAITeacher:
                         return None  # 4xx other than 429: retrying will not help
                     if status is None:
                         self._unreachable += 1
-                    await asyncio.sleep(self.backoff_base * 2**attempt * (0.5 + random.random()))
+                    await asyncio.sleep(backoff_delay(attempt, self.backoff_base))
                 except (ValueError, KeyError, IndexError, TypeError):
                     self.failures["malformed reply"] += 1
                     return None  # malformed JSON body: counted as malformed by the caller
@@ -429,7 +429,7 @@ def ensure_sft_adapter(model_id: str = "pocket", *, recipe: SFTRecipe | None = N
         print(f"no cached SFT adapter for {base}: training one now ({recipe.n_examples} examples, "
               f"{recipe.epochs} epochs, seed {recipe.seed})")
         examples, _ = make_sft_examples(make_entries(recipe.task, recipe.n_examples, recipe.data_seed))
-        from kimina_edu.models import lora_config
+        from kimina_edu.lora import lora_config
 
         stop = recipe.stop_rule()
         model, _, log = sft_train(base, examples, output_dir=tmp / "work", epochs=recipe.epochs, lr=recipe.lr,
