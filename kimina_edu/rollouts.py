@@ -247,6 +247,9 @@ class VLLMBackend:
     prefix caching on, the chat-template prefix every prompt shares would otherwise keep KV blocks
     computed with the old weights.
 
+    **dtype**: by default the one the learner loads its weights in on this GPU
+    (:func:`kimina_edu.models.policy_dtype`), so both engines hold the same numbers.
+
     **Sampler–learner gap**: ``logprobs_mode="raw_logprobs"`` (vLLM's default, written out:
     ``vllm/config/model.py:259-265``) makes vLLM return the sampled token's log-probability before
     temperature and top-p — the quantity the learner computes — so the difference between the two
@@ -263,8 +266,12 @@ class VLLMBackend:
     name = "vllm"
 
     def __init__(self, model_path: str, *, gpu_memory_utilization: float = 0.3, max_model_len: int | None = None,
-                 seed: int = 0, dtype: str = "auto", **llm_kwargs: Any):
+                 seed: int = 0, dtype: str | None = None, **llm_kwargs: Any):
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # in-process engine: see the class docstring
+        if dtype is None:  # the learner's dtype (vLLM's "auto" would sample an fp32 checkpoint in fp16)
+            from kimina_edu.models import policy_dtype
+
+            dtype = str(policy_dtype("cuda")).removeprefix("torch.")
         try:
             from vllm import LLM
         except ImportError:

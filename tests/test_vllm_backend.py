@@ -203,6 +203,19 @@ def test_engine_is_built_for_in_process_access(fake_vllm):
         backend.engine_model()
 
 
+def test_engine_samples_in_the_learners_dtype(fake_vllm, monkeypatch):
+    """One dtype policy (models.policy_dtype) for the learner and for vLLM: bf16 on a bf16 GPU, fp32 on an older one."""
+    from kimina_edu import models
+
+    _, _, path = _lora_policy()
+    for policy, expected in ((torch.bfloat16, "bfloat16"), (torch.float32, "float32")):
+        monkeypatch.setattr(models, "policy_dtype", lambda device, policy=policy: policy)
+        VLLMBackend(path)
+        assert LLM.built[-1].kwargs["dtype"] == expected
+    VLLMBackend(path, dtype="float16")
+    assert LLM.built[-1].kwargs["dtype"] == "float16", "an explicit dtype wins"
+
+
 def test_sync_keeps_the_adapter_trainable_and_pushes_merged_weights_under_checkpoint_names(fake_vllm):
     model, _, path = _lora_policy()
     live_before = {n: p.detach().clone() for n, p in model.named_parameters()}
