@@ -248,7 +248,10 @@ class VLLMBackend:
     computed with the old weights.
 
     **dtype**: by default the one the learner loads its weights in on this GPU
-    (:func:`kimina_edu.models.policy_dtype`), so both engines hold the same numbers.
+    (:func:`kimina_edu.models.policy_dtype`), so both engines hold the same numbers. vLLM's own
+    ``"auto"`` agrees on a bf16 GPU but turns an fp32 checkpoint into fp16 on an older one, where the
+    learner stays fp32 (``_resolve_auto_dtype`` in ``vllm/config/model.py``; ``supported_dtypes`` in
+    ``vllm/platforms/cuda.py``).
 
     **Sampler–learner gap**: ``logprobs_mode="raw_logprobs"`` (vLLM's default, written out:
     ``vllm/config/model.py:259-265``) makes vLLM return the sampled token's log-probability before
@@ -268,7 +271,7 @@ class VLLMBackend:
     def __init__(self, model_path: str, *, gpu_memory_utilization: float = 0.3, max_model_len: int | None = None,
                  seed: int = 0, dtype: str | None = None, **llm_kwargs: Any):
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # in-process engine: see the class docstring
-        if dtype is None:  # the learner's dtype (vLLM's "auto" would sample an fp32 checkpoint in fp16)
+        if dtype is None:  # the learner's: vLLM's "auto" samples an fp32 checkpoint in fp16 on a GPU without bf16
             from kimina_edu.models import policy_dtype
 
             dtype = str(policy_dtype("cuda")).removeprefix("torch.")
