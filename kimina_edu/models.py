@@ -21,7 +21,8 @@ class ModelUnavailableError(RuntimeError):
     """Raised with a one-line message that says what to do next."""
 
 
-def _hub_reachable(timeout: float = 3.0) -> bool:
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the model hub answers (``False`` at once when ``HF_HUB_OFFLINE=1``)."""
     if os.environ.get("HF_HUB_OFFLINE") == "1":
         return False
     import httpx
@@ -41,7 +42,7 @@ def choose_model(model_id: str = "auto") -> tuple[str, str]:
         return candidate, f"local folder {candidate}"
     if _in_hf_cache(candidate):
         return candidate, f"{candidate} found in the local Hugging Face cache"
-    if _hub_reachable():
+    if hub_reachable():
         return candidate, f"{candidate} will be downloaded from the hub"
     if model_id == "auto":
         return "pocket", f"{HUB_DEFAULT} is not cached and the hub is unreachable: using the offline pocket model"
@@ -143,6 +144,7 @@ __all__ = [
     "HUB_DEFAULT",
     "ModelUnavailableError",
     "choose_model",
+    "hub_reachable",
     "load_policy",
     "policy_dtype",
 ]
