@@ -2,7 +2,8 @@
 number typed by hand: ``python -m benchmarks.figures`` after `make robustness` / `make bench`.
 
 Sources: ``runs/robustness.json`` (`make robustness`: chapters 3 → 4 → 5 over five seeds),
-``runs/bench.json`` (`make bench`). The table goes between the markers
+``runs/bench.json`` (`make bench`), ``runs/real_size_gpu.json`` (`benchmarks/bench_real_size.py --device cuda
+--out …` on a GPU machine). The tables go between the markers
 ``<!-- figures:start -->`` and ``<!-- figures:end -->`` in README.md.
 """
 
@@ -28,7 +29,48 @@ def bench_lines(rows: list[dict]) -> list[str]:
     return out
 
 
-def render(robustness: dict | None, bench: list[dict] | None) -> str:
+MODEL_NAMES = {"smollm": "SmolLM-135M-Instruct", "qwen3": "Qwen3-0.6B"}
+
+
+def real_size_lines(measured: dict) -> list[str]:
+    """What the hub path costs on a GPU: generation rate by batch, learning memory per token, and one
+    article step (48 completions of 300 tokens generated, 48 × 409 tokens learned) from those rates."""
+    rows = measured["rows"]
+    models = [m for m in MODEL_NAMES if any(r["model"] == m for r in rows)]
+    out = ["| " + measured.get("device", "GPU") + ", bf16 | " + " | ".join(MODEL_NAMES[m] for m in models) + " |",
+           "|---" * (len(models) + 1) + "|"]
+
+    def pick(model, phase, **settings):
+        return next((r for r in rows if r["model"] == model and r["phase"] == phase
+                     and all(r["settings"][k] == v for k, v in settings.items())), None)
+
+    def cells(fmt, phase, **settings):
+        vals = [pick(m, phase, **settings) for m in models]
+        return " | ".join(fmt(v) if v else "not measured" for v in vals)
+
+    rate = lambda r: f"{r['tokens'] / r['seconds']:,.0f} tokens/s"
+    for n in sorted({r["settings"]["gen_prompts"] * r["settings"]["gen_samples"] for r in rows if r["phase"] == "generate"}):
+        gp = next(r["settings"] for r in rows if r["phase"] == "generate"
+                  and r["settings"]["gen_prompts"] * r["settings"]["gen_samples"] == n)
+        out.append(f"| generation, {n} rows × {gp['gen_tokens']} tokens | "
+                   + cells(rate, "generate", gen_prompts=gp["gen_prompts"], gen_samples=gp["gen_samples"]) + " |")
+    per_token = [min((r["peak_bytes"] / r["tokens"] / 2**20 for r in rows if r["model"] == m and r["phase"] == "learn"),
+                     default=None) for m in models]
+    out.append("| learning memory per token | " + " | ".join(f"{v:.2f} MiB" if v else "not measured" for v in per_token) + " |")
+    steps = []
+    for m in models:
+        gen = pick(m, "generate", gen_prompts=8, gen_samples=6)
+        learn = [r for r in rows if r["model"] == m and r["phase"] == "learn"]
+        if gen and learn:
+            tr = min(learn, key=lambda r: r["settings"]["minibatch"])
+            steps.append(f"{48 * 300 / (gen['tokens'] / gen['seconds']) + 48 * 409 / (tr['tokens'] / tr['seconds']):.0f} s")
+        else:
+            steps.append("not measured")
+    out.append("| one article step, from these rates | " + " | ".join(steps) + " |")
+    return out
+
+
+def render(robustness: dict | None, bench: list[dict] | None, real_size_gpu: dict | None = None) -> str:
     out = []
     if robustness:
         runs = robustness["runs"]
@@ -41,6 +83,10 @@ def render(robustness: dict | None, bench: list[dict] | None) -> str:
     if bench:
         out += ["", "Speed (`make bench`; each ratio against a baseline measured in the same run):", "",
                 *bench_lines(bench)]
+    if real_size_gpu:
+        out += ["", (f"The hub path at real size on a GPU (random weights of the real shapes, "
+                f"`benchmarks/bench_real_size.py --device cuda`, {real_size_gpu.get('date', '')}; the CPU's "
+                "figures and the settings they imply: `benchmarks/README.md`):"), "", *real_size_lines(real_size_gpu)]
     return "\n".join(out)
 
 
@@ -52,7 +98,8 @@ def main() -> int:
     if START not in text or END not in text:
         print(f"README.md has no {START} … {END} markers", file=sys.stderr)
         return 2
-    body = render(read(REPO / "runs" / "robustness.json"), read(REPO / "runs" / "bench.json"))
+    body = render(read(REPO / "runs" / "robustness.json"), read(REPO / "runs" / "bench.json"),
+                  read(REPO / "runs" / "real_size_gpu.json"))
     head, rest = text.split(START, 1)
     _, tail = rest.split(END, 1)
     README.write_text(f"{head}{START}\n{body}\n{END}{tail}")
