@@ -114,8 +114,8 @@ class TrainConfig:
     def cpu_pocket(cls, **overrides) -> TrainConfig:
         """The CPU preset for the pocket model (chapter 4, `make course`).
 
-        Changes from the article, and why: completions are ~40 tokens, so 64 new tokens cover
-        them; one collection round per learning phase (buffer = B·G = 48 rollouts, 3 minibatches
+        Changes from the article, and why: the pocket model's completions are well under 64
+        tokens (notebook 04 prints their mean length), so 64 new tokens cover them; one collection round per learning phase (buffer = B·G = 48 rollouts, 3 minibatches
         of 16, one optimizer step) keeps generation — the expensive part on a CPU — from
         dominating; ``min_p=0.1`` because a ~1 M-parameter model's flat tail turns samples into
         typos at T=0.7, so the reward taught spelling, not logic; a LoRA on this model needs lr
