@@ -108,8 +108,8 @@ def goals_missed(row: dict) -> list[str]:
 
 
 PCT, PTS, NUM = "{:.1%}".format, lambda v: f"{100 * v:+.1f}", "{:.0f}".format  # points: differences of rates
-FIGURES = [("sft_epochs", "03 SFT epochs run", NUM), ("sft_accuracy", "03 SFT accuracy", PCT), ("sft_format_rate", "03 SFT format rate", PCT),
-           ("grpo_before", "04 accuracy before GRPO", PCT), ("grpo_after", "04 accuracy after GRPO", PCT),
+FIGURES = [("sft_epochs", "03 SFT epochs run", NUM), ("sft_accuracy", "03 SFT accuracy", PCT),
+           ("sft_format_rate", "03 SFT format rate", PCT), ("grpo_after", "04 accuracy after GRPO", PCT),
            ("grpo_gain", "04 GRPO gain (points)", PTS), ("grpo_steps", "04 steps run (of 300)", NUM),
            ("grpo_skipped", "04 steps skipped (no signal)", NUM), ("grpo_seconds", "04 GRPO seconds", NUM),
            ("trl_after", "05 TRL accuracy after", PCT), ("trl_minus_ours", "05 TRL − ours (points)", PTS),
