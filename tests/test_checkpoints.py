@@ -14,7 +14,6 @@ import signal
 
 import pytest
 import torch
-from tiny_llama import tiny_random_llama
 
 from kimina_edu import checkpoints
 from kimina_edu.checkpoints import CheckpointError, latest_checkpoint, load_state, save_state
@@ -23,6 +22,7 @@ from kimina_edu.rewards import RewardBreakdown
 from kimina_edu.runtime import file_sha256
 from kimina_edu.sft import rule_based_teacher
 from kimina_edu.tasks import SEEDS, make_entries
+from kimina_edu.tiny import tiny_random_llama
 from kimina_edu.trainer import GRPOTrainer, TrainConfig, read_log
 
 ENTRIES = make_entries("syllogism", 32, SEEDS["rl"])

@@ -1,11 +1,11 @@
 
 import pytest
-from tiny_llama import tiny_random_llama
 
 from kimina_edu.lora import lora_config
 from kimina_edu.models import ModelUnavailableError, choose_model, load_policy
 from kimina_edu.pocket import PocketRecipe
 from kimina_edu.rollouts import chat_prompt, generate
+from kimina_edu.tiny import tiny_random_llama
 
 SMOKE = PocketRecipe.smoke()
 

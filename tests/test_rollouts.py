@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tiny_llama import tiny_random_llama
 
 from kimina_edu.lora import lora_config
 from kimina_edu.models import load_policy
@@ -20,6 +19,7 @@ from kimina_edu.rollouts import (
     trim_completion,
 )
 from kimina_edu.tasks import SEEDS, make_entries
+from kimina_edu.tiny import tiny_random_llama
 from kimina_edu.trainer import (
     GRPOTrainer,
     Rollout,

@@ -1,7 +1,6 @@
-"""A randomly initialised two-layer Llama (no tokenizer), for tests of log-prob, gradient and
-checkpoint code: that math needs a model, not a good one, and this one runs in milliseconds.
-
-Imported as ``from tiny_llama import tiny_random_llama``: pytest puts ``tests/`` on ``sys.path``.
+"""A randomly initialised two-layer Llama (no tokenizer): for the demos and exercises whose math needs
+a model, not a good one (chapter 2's gradient, the chapter 3–4 solutions), and for the tests of
+log-prob, gradient and checkpoint code. It builds in milliseconds.
 """
 
 from __future__ import annotations
