@@ -109,10 +109,8 @@ class OpenAITeacher:
 
     def _messages(self, entry: dict[str, Any]) -> list[dict[str, str]]:
         oracle = oracle_answer(entry)
-        return [
-            *chat_messages(f"Question: {entry['question']}\nTrue answer: {oracle}",
-                           system=SYSTEM_PROMPT + " You are also given the true answer: your reasoning must end in it."),
-        ]
+        return chat_messages(f"Question: {entry['question']}\nTrue answer: {oracle}",
+                             system=SYSTEM_PROMPT + " You are also given the true answer: your reasoning must end in it.")
 
     async def _ask(self, client, sem, entry) -> str | None:
         import httpx
@@ -368,13 +366,12 @@ class SFTRecipe:
         base.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**base)
 
-
-    def stop_rule(self, max_new_tokens: int = 96) -> DevTargetStop | None:
-        """The early stop this recipe asks for (``None`` without a ``dev_target``)."""
+    def stop_rule(self) -> DevTargetStop | None:
+        """The early stop this recipe asks for (``None`` without a ``dev_target``). Its settings all
+        come from the recipe, so every adapter cached under this recipe's hash stopped alike."""
         if self.dev_target is None:
             return None
-        return DevTargetStop(dev_split(self.task, self.dev_questions), self.dev_target,
-                             from_epoch=self.dev_from_epoch, max_new_tokens=max_new_tokens)
+        return DevTargetStop(dev_split(self.task, self.dev_questions), self.dev_target, from_epoch=self.dev_from_epoch)
 
 
 STOP_RECORD = "sft_stop.json"  # beside a cached adapter: the dev checks that ended its training
