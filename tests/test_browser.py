@@ -188,6 +188,23 @@ def _changed(page, locator, before: str, attr: str | None = None, timeout_s: flo
     return time.monotonic() - start
 
 
+def _drag(page, slider, fraction: float) -> float:
+    """Drag ``slider``'s handle with the mouse to ``fraction`` of its track; returns when it was released."""
+    hb, track = slider.locator(".noUi-handle").bounding_box(), slider.locator(".noUi-target").bounding_box()
+    page.mouse.move(hb["x"] + hb["width"] / 2, hb["y"] + hb["height"] / 2)
+    page.mouse.down()
+    page.mouse.move(track["x"] + track["width"] * fraction, hb["y"] + hb["height"] / 2, steps=8)
+    released = time.monotonic()
+    page.mouse.up()
+    return released
+
+
+def _wait_for_html(page, locator, want: str) -> None:
+    """Wait (at most 10 s, checked every frame) until ``locator``'s HTML contains ``want``."""
+    page.wait_for_function("([el, want]) => el.innerHTML.includes(want)", arg=[locator.element_handle(), want],
+                           timeout=10_000, polling="raf")
+
+
 def _value(locator, attr: str | None = None) -> str:
     return locator.get_attribute(attr) if attr else locator.inner_html()
 
@@ -301,17 +318,10 @@ def _learner_session(page, blocked: list[str], lab) -> None:
     assert (round(box["width"]), round(box["height"])) == tuple(natural), \
         f"02: the plot is drawn {natural} but shown {box['width']:.0f}x{box['height']:.0f}: stretched"
     redraws = []
-    handle = sliders.nth(3).locator(".noUi-handle")  # ratio
-    hb, track = handle.bounding_box(), sliders.nth(3).locator(".noUi-target").bounding_box()
     before_src, before_text = image.get_attribute("src"), _value(readout)
-    page.mouse.move(hb["x"] + hb["width"] / 2, hb["y"] + hb["height"] / 2)
-    page.mouse.down()
-    page.mouse.move(track["x"] + track["width"] * 0.9, hb["y"] + hb["height"] / 2, steps=8)
-    released = time.monotonic()
-    page.mouse.up()
+    released = _drag(page, sliders.nth(3), 0.9)  # the ratio slider
     target = float(sliders.nth(3).locator(".widget-readout").inner_text())
-    page.wait_for_function("([el, want]) => el.innerHTML.includes(want)",
-                           arg=[readout.element_handle(), f"ratio</b> {target:.2f}"], timeout=10_000, polling="raf")
+    _wait_for_html(page, readout, f"ratio</b> {target:.2f}")
     redraws.append(time.monotonic() - released)
     assert image.get_attribute("src") != before_src and _value(readout) != before_text
     assert target > 1.28 and "0 (clipped)" in _value(readout)  # dragged past 1 + ε_high with A > 0
@@ -323,8 +333,7 @@ def _learner_session(page, blocked: list[str], lab) -> None:
         redraws.append(_changed(page, image, before_src, attr="src"))
     timings["02_clip_redraw_s"] = redraws
     want = f"<b>A</b> {float(sliders.nth(0).locator('.widget-readout').inner_text()):+.2f}"
-    page.wait_for_function("([el, want]) => el.innerHTML.includes(want)",  # the readout follows the picture
-                           arg=[readout.element_handle(), want], timeout=10_000, polling="raf")
+    _wait_for_html(page, readout, want)  # the readout follows the picture
     last_readout = _value(readout)
     _shot(page, widget, "02_clip_explorer_live")
     _save_and_shut_down(page, lab, NOTEBOOKS[1])
@@ -349,16 +358,10 @@ def _learner_session(page, blocked: list[str], lab) -> None:
         before = _value(out)
         page.keyboard.press(key)
         pages.append(_changed(page, out, before))
-    hb, track = handle.bounding_box(), slider.locator(".noUi-target").bounding_box()
     before = _value(out)
-    page.mouse.move(hb["x"] + hb["width"] / 2, hb["y"] + hb["height"] / 2)
-    page.mouse.down()
-    page.mouse.move(track["x"] + track["width"] * 0.6, hb["y"] + hb["height"] / 2, steps=8)
-    released = time.monotonic()
-    page.mouse.up()
+    released = _drag(page, slider, 0.6)
     target = int(slider.locator(".widget-readout").inner_text()) + 1  # the drag's last value, shown 1-based
-    page.wait_for_function("([el, want]) => el.innerHTML.includes(want)",
-                           arg=[out.element_handle(), f"rollout</b> {target} of"], timeout=10_000, polling="raf")
+    _wait_for_html(page, out, f"rollout</b> {target} of")
     pages.append(time.monotonic() - released)
     assert _value(out) != before
     timings["04_rollout_page_s"] = pages
