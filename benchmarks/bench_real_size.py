@@ -102,7 +102,7 @@ class _Meter:
             torch.cuda.reset_peak_memory_stats()
             self.base = torch.cuda.memory_allocated()
         else:
-            self.base, self._peak = _status("VmRSS"), peak_meter()
+            self._peak = peak_meter()
         self.start = time.perf_counter()
 
     def stop(self) -> tuple[float, int]:

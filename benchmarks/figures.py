@@ -44,16 +44,15 @@ def real_size_lines(measured: dict) -> list[str]:
         return next((r for r in rows if r["model"] == model and r["phase"] == phase
                      and all(r["settings"][k] == v for k, v in settings.items())), None)
 
-    def cells(fmt, phase, **settings):
-        vals = [pick(m, phase, **settings) for m in models]
-        return " | ".join(fmt(v) if v else "not measured" for v in vals)
-
-    rate = lambda r: f"{r['tokens'] / r['seconds']:,.0f} tokens/s"
-    for n in sorted({r["settings"]["gen_prompts"] * r["settings"]["gen_samples"] for r in rows if r["phase"] == "generate"}):
-        gp = next(r["settings"] for r in rows if r["phase"] == "generate"
-                  and r["settings"]["gen_prompts"] * r["settings"]["gen_samples"] == n)
-        out.append(f"| generation, {n} rows × {gp['gen_tokens']} tokens | "
-                   + cells(rate, "generate", gen_prompts=gp["gen_prompts"], gen_samples=gp["gen_samples"]) + " |")
+    generated = {}  # rows per round → the settings of that round
+    for r in rows:
+        if r["phase"] == "generate":
+            generated.setdefault(r["settings"]["gen_prompts"] * r["settings"]["gen_samples"], r["settings"])
+    for n, st in sorted(generated.items()):
+        found = [pick(m, "generate", gen_prompts=st["gen_prompts"], gen_samples=st["gen_samples"]) for m in models]
+        out.append(f"| generation, {n} rows × {st['gen_tokens']} tokens | "
+                   + " | ".join(f"{r['tokens'] / r['seconds']:,.0f} tokens/s" if r else "not measured" for r in found)
+                   + " |")
     per_token = [min((r["peak_bytes"] / r["tokens"] / 2**20 for r in rows if r["model"] == m and r["phase"] == "learn"),
                      default=None) for m in models]
     out.append("| learning memory per token | " + " | ".join(f"{v:.2f} MiB" if v else "not measured" for v in per_token) + " |")
