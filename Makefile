@@ -18,7 +18,7 @@ UV_COMPILE = $(VENV)/bin/uv pip compile -q --python-version 3.11 --python-platfo
 .PHONY: help install course smoke test lab browser bench verl-check lean-check lint clean lock pocket robustness
 
 help:
-	@echo "make course      run every notebook headless into runs/<timestamp>/ (full sizes, CPU ok)"
+	@echo "make course      run every notebook headless into runs/<timestamp>/ (full sizes, CPU ok; QUICK=1: a first pass)"
 	@echo "make test        unit tests + every notebook in SMOKE mode"
 	@echo "make lab         JupyterLab on your own copies of the notebooks, in runs/lab/"
 	@echo "make browser     Debian's Chromium for tests/test_browser.py (apt-get when missing; make test runs it)"

@@ -2,19 +2,21 @@
 
     python -m kimina_edu.course            # full run  → runs/<timestamp>/, runs/latest
     python -m kimina_edu.course --smoke    # SMOKE=True, seconds per notebook
+    python -m kimina_edu.course --quick    # QUICK=True: a learner's first pass (chapters 4–5 shorter)
     python -m kimina_edu.course --only 03 04
     MODEL_ID=HuggingFaceTB/SmolLM-135M-Instruct SEED=1 make course
 
-Overrides — ``MODEL_ID``, ``SEED``, ``DEVICE`` and ``SMOKE`` from the environment (``make course``
-passes them through) or ``--model-id/--seed/--device/--smoke`` — reach every notebook as papermill
-parameters; they are checked first (:func:`kimina_edu.params.check_params`), and a bad one stops
-the run in one line before any notebook starts. ``runs/latest`` moves to a run only when it has
+Overrides — ``MODEL_ID``, ``SEED``, ``DEVICE``, ``SMOKE`` and ``QUICK`` from the environment (``make
+course`` passes them through) or ``--model-id/--seed/--device/--smoke/--quick`` — reach the
+notebooks as papermill parameters (``QUICK`` only those that declare it: chapters 4 and 5). They
+are checked first (:func:`kimina_edu.params.check_params`), and a bad one stops the run in one
+line before any notebook starts. ``runs/latest`` moves to a run only when it has
 finished; until then the run's folder holds a ``RUNNING`` marker (``INTERRUPTED`` after Ctrl-C).
 
 Each notebook gets its own folder with the executed notebook, an HTML export, its figures
 and its ``metrics.json``. A failing notebook does not stop the others; it is marked FAIL in
 the summary, its executed copy (with the traceback) is kept, and the exit code is 1.
-A full run (not SMOKE) on the pocket model also checks the course's learning goals
+A full run (not SMOKE, not QUICK) on the pocket model also checks the course's learning goals
 (:data:`LEARNING_GOALS`) on what each notebook measured; a missed goal is listed and exits 1.
 The test suite (tests/test_notebooks.py) calls :func:`run_notebook` too: one harness.
 """
@@ -151,7 +153,7 @@ LEARNING_GOALS: dict[str, list[tuple[str, Any]]] = {
 
 def missed_goals(name: str, metrics: dict[str, Any]) -> list[str]:
     """The learning goals notebook ``name`` missed (none for SMOKE runs or non-pocket models)."""
-    if metrics.get("smoke", True) or metrics.get("model") != "pocket":
+    if metrics.get("smoke", True) or metrics.get("quick") or metrics.get("model") != "pocket":
         return []
     missed = []
     for text, met in LEARNING_GOALS.get(name[:2], []):
@@ -182,7 +184,16 @@ def summary_table(results: list[NotebookResult]) -> str:
     return "\n".join(rows)
 
 
-ENV_OVERRIDES = ("MODEL_ID", "SEED", "DEVICE", "SMOKE")
+def notebook_parameters(path: Path) -> set[str]:
+    """The names the notebook's ``parameters`` cell assigns (``NAME = …`` at the start of a line)."""
+    import re
+
+    for cell in json.loads(path.read_text(encoding="utf-8")).get("cells", []):
+        if "parameters" in cell.get("metadata", {}).get("tags", []):
+            return set(re.findall(r"^([A-Z_][A-Z0-9_]*)\s*=", "".join(cell["source"]), flags=re.MULTILINE))
+    return set()
+
+ENV_OVERRIDES = ("MODEL_ID", "SEED", "DEVICE", "SMOKE", "QUICK")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
 
 
@@ -201,12 +212,13 @@ def overrides_from(args: argparse.Namespace, environ: dict[str, str] | None = No
             out[name] = flag
         elif name in env:
             out[name] = env[name]
-    if isinstance(out.get("SMOKE"), str):
-        text = out["SMOKE"].strip().lower()
-        if text in _TRUE + _FALSE:
-            out["SMOKE"] = text in _TRUE
-        else:
-            problems.append(f"SMOKE={out['SMOKE']!r} must be 1/0, true/false, yes/no or on/off")
+    for switch in ("SMOKE", "QUICK"):
+        if isinstance(out.get(switch), str):
+            text = out[switch].strip().lower()
+            if text in _TRUE + _FALSE:
+                out[switch] = text in _TRUE
+            else:
+                problems.append(f"{switch}={out[switch]!r} must be 1/0, true/false, yes/no or on/off")
     if isinstance(out.get("SEED"), str):
         try:
             out["SEED"] = int(out["SEED"])
@@ -249,6 +261,8 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--smoke", action="store_true", help="run with SMOKE=True (tiny sizes); or SMOKE=1 in the env")
+    parser.add_argument("--quick", action="store_true",
+                        help="run with QUICK=True (a first pass: chapters 4 and 5 a third as long); or QUICK=1 in the env")
     parser.add_argument("--model-id", help="MODEL_ID for every notebook (or MODEL_ID in the environment)")
     parser.add_argument("--seed", type=int, help="SEED for every notebook (or SEED in the environment)")
     parser.add_argument("--device", help="DEVICE for every notebook: auto, cpu, cuda, mps (or DEVICE in the env)")
@@ -278,7 +292,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for nb in notebooks:
             print(f"▶ {nb.name} …", flush=True)
-            result = run_notebook(nb, run_dir / nb.stem, smoke=smoke, timeout=args.timeout, extra=overrides)
+            # QUICK goes only where it means something; the other overrides reach every notebook (a
+            # wrong one should fail there, not vanish)
+            extra = {k: v for k, v in overrides.items() if k != "QUICK" or k in notebook_parameters(nb)}
+            result = run_notebook(nb, run_dir / nb.stem, smoke=smoke, timeout=args.timeout, extra=extra)
             export_html(result.output_dir / nb.name)
             print(f"  {'ok' if result.ok else 'FAIL'} in {result.seconds:.1f}s", flush=True)
             if not result.ok:

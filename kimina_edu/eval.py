@@ -46,15 +46,18 @@ def mean_best_at_k(results: list[list[float]], k: int, seed: int = 42) -> float:
 
 
 def evaluate_policy(model, tok, entries: list[dict[str, Any]], *, max_new_tokens: int = 128, batch_size: int = 100,
-                    progress: bool = True) -> dict[str, Any]:
-    """Greedy accuracy, format rate and mean completion length (tokens) over ``entries``."""
+                    progress: bool = True, keep_completions: bool = False) -> dict[str, Any]:
+    """Greedy accuracy, format rate and mean completion length (tokens) over ``entries``.
+
+    ``keep_completions``: also return every completion's text (``"completions"``, in the order
+    of ``entries``), for a look at *what* the policy wrote, not only whether it scored."""
     from tqdm.auto import tqdm
 
     from kimina_edu.rewards import correctness_reward, extract_answer, format_reward
     from kimina_edu.rollouts import chat_prompt, generate
 
     correct = fmt = n_tokens = 0
-    samples = []
+    samples, texts = [], []
     for i in tqdm(range(0, len(entries), batch_size), desc="evaluate", disable=not progress):
         chunk = entries[i : i + batch_size]
         _, completions = generate(model, tok, [chat_prompt(tok, e["question"]) for e in chunk], max_new_tokens=max_new_tokens)
@@ -63,8 +66,13 @@ def evaluate_policy(model, tok, entries: list[dict[str, Any]], *, max_new_tokens
             correct += correctness_reward(extract_answer(text), entry)
             fmt += format_reward(text)
             n_tokens += len(ids)
+            if keep_completions:
+                texts.append(text)
             if len(samples) < 8:
                 samples.append({"question": entry["question"], "completion": text})
     n = max(len(entries), 1)
-    return {"accuracy": correct / n, "format_rate": fmt / n, "mean_length": n_tokens / n, "n": len(entries),
-            "samples": samples}
+    out = {"accuracy": correct / n, "format_rate": fmt / n, "mean_length": n_tokens / n, "n": len(entries),
+           "samples": samples}
+    if keep_completions:
+        out["completions"] = texts
+    return out

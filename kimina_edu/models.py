@@ -101,6 +101,7 @@ def load_policy(
     lora: Any = None,
     recipe: PocketRecipe | None = None,
     adapter: str | os.PathLike | None = None,
+    seed: int | None = None,
     verbose: bool = True,
 ):
     """``(model, tokenizer)`` for ``model_id``: "auto", "pocket", a hub id or a local folder.
@@ -109,7 +110,10 @@ def load_policy(
     fresh trainable adapter. Both: the saved adapter is merged into the base first, so the
     fresh adapter trains on top of it and "adapters disabled" means the SFT'd model — the
     right KL reference for GRPO. The tokenizer pads on the left for generation. ``dtype``: by
-    default :func:`policy_dtype` for ``device``.
+    default :func:`policy_dtype` for ``device``. ``seed``: the fresh adapter's random initial
+    weights come from a generator seeded with it, so one SEED always starts from the same adapter
+    whatever drew random numbers before (torch's global generator is left as it was); ``None``
+    draws from the global generator.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -133,9 +137,13 @@ def load_policy(
         if lora is not None:  # the SFT'd model becomes the base — and the KL reference
             model = model.merge_and_unload()
     if lora is not None:
+        import torch
         from peft import get_peft_model
 
-        model = get_peft_model(model, lora)
+        with torch.random.fork_rng(devices=[]):
+            if seed is not None:
+                torch.manual_seed(seed)
+            model = get_peft_model(model, lora)
     model.to(device)
     return model, tok
 

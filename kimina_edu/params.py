@@ -148,6 +148,7 @@ def _loss_types() -> tuple[str, ...]:
 # unchecked (tests/test_params.py fails on a notebook parameter missing from this table).
 SPECS: dict[str, Spec] = {
     "SMOKE": Spec(_boolean, "True or False"),
+    "QUICK": Spec(_boolean, "True or False"),
     "SEED": Spec(_integer(0), "0"),
     "DEVICE": Spec(device_problem, '"auto"'),
     "MODEL_ID": Spec(_text, '"pocket"'),

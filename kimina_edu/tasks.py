@@ -94,6 +94,47 @@ def restatement(entry: dict[str, Any]) -> str:
     return RESTATEMENTS[task](entry["metadata"])
 
 
+def _syllogism_parts(entry: dict[str, Any]) -> tuple[str, str]:
+    """``(premises, claim)`` of a syllogism's restatement: ``("Premise 1 is all A B. Premise 2 is
+    some B C.", "some A C")``."""
+    if entry.get("metadata", {}).get("source_dataset") != "syllogism":
+        raise ValueError("only syllogism questions have premises and a claim to read")
+    premises, _, claim = restatement(entry).partition(" Claim is ")
+    return premises, claim.rstrip(".")
+
+
+def premises_only_accuracy(entries: list[dict[str, Any]], reference: list[dict[str, Any]]) -> float:
+    """The best accuracy on ``entries`` of a policy that reads the premises and never the claim.
+
+    Such a policy can only answer each *pair of premises* (their forms, lettered) with one verdict;
+    the best one is the verdict most common for that pair in ``reference`` (e.g. the RL questions).
+    A pair ``reference`` never shows, or shows with both verdicts equally often, counts as a coin
+    (half right). A trained policy that ends near this figure has learned the shortcut, not to read.
+    """
+    from collections import Counter, defaultdict
+
+    votes: dict[str, Counter] = defaultdict(Counter)
+    for e in reference:
+        votes[_syllogism_parts(e)[0]][bool(e["metadata"]["is_valid"])] += 1
+    score = 0.0
+    for e in entries:
+        c = votes.get(_syllogism_parts(e)[0], Counter())
+        valid = bool(e["metadata"]["is_valid"])
+        score += 0.5 if c[True] == c[False] else float((c[True] > c[False]) == valid)
+    return score / max(len(entries), 1)
+
+
+def restates_claim(completion: str, entry: dict[str, Any]) -> bool:
+    """Whether ``completion``'s first "Claim is …" restates ``entry``'s claim exactly (form and
+    letters, as :func:`restatement` writes it) — the pocket model's trace shows what it read."""
+    _, claim = _syllogism_parts(entry)
+    start = completion.find("Claim is ")
+    if start < 0:
+        return False
+    said = completion[start + len("Claim is "):].split(".", 1)[0]
+    return said.strip() == claim
+
+
 def teacher_trace(entry: dict[str, Any]) -> str:
     """The rule-based teacher's reasoning: the restatement, then the verdict from the metadata."""
     meta = entry["metadata"]

@@ -40,6 +40,8 @@ from kimina_edu.rollouts import (
 )
 from kimina_edu.tasks import SEEDS, make_entries
 
+QUICK_FRACTION = 3  # QUICK runs a third of the preset's GRPO steps (TrainConfig.preset)
+
 
 @dataclass
 class TrainConfig:
@@ -85,7 +87,7 @@ class TrainConfig:
     RESUMABLE = ("steps", "eval_every", "checkpoint_every", "log_rollouts", "silent_window")
 
     @classmethod
-    def preset(cls, model_id: str = "pocket", *, smoke: bool = False, **overrides) -> TrainConfig:
+    def preset(cls, model_id: str = "pocket", *, smoke: bool = False, quick: bool = False, **overrides) -> TrainConfig:
         """Chapter 4's (and 5's) settings for ``model_id`` — the one place they live.
 
         Pocket model: :meth:`cpu_pocket`. Hub models: the article's hyper-parameters, except the
@@ -95,7 +97,9 @@ class TrainConfig:
         override of ``None`` means "not given". A hub model's SMOKE completions are 32 tokens, not
         the pocket model's 48: a hub model that has not learned to stop (the tests' random-weight
         SmolLM-shaped folder, or SmolLM before its warm-up) runs every sample to the cap, and SMOKE
-        checks that the path runs, not that it learns.
+        checks that the path runs, not that it learns. ``quick``: a learner's first pass — a third of
+        the preset's steps, everything else unchanged (ignored under ``smoke``); what it shows on
+        the pocket model is measured over seeds in benchmarks/README.md ("QUICK mode").
         """
         base: dict = {} if model_id == "pocket" else {"lr": 1e-5}
         if smoke:
@@ -103,7 +107,10 @@ class TrainConfig:
                         grad_accum=2, max_new_tokens=48 if model_id == "pocket" else 32,
                         lr=5e-3 if model_id == "pocket" else 1e-4, silent_window=0)
         base.update({k: v for k, v in overrides.items() if v is not None})
-        return cls.cpu_pocket(**base) if model_id == "pocket" else cls(**base)
+        cfg = cls.cpu_pocket(**base) if model_id == "pocket" else cls(**base)
+        if quick and not smoke and overrides.get("steps") is None:
+            cfg.steps = max(1, cfg.steps // QUICK_FRACTION)
+        return cfg
 
     def sampling(self) -> SamplingSettings:
         """What the rollout backend needs from this config (:mod:`kimina_edu.rollouts`)."""

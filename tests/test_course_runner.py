@@ -122,3 +122,35 @@ def test_latest_moves_only_when_a_run_has_finished(echo_course, monkeypatch):
     assert os.readlink(echo_course / "latest") == second, "an interrupted run must not become latest"
     marked = [p for p in echo_course.iterdir() if (p / "INTERRUPTED").exists()]
     assert len(marked) == 1 and not (marked[0] / "summary.txt").exists()
+
+
+# ---- issue 15 item 5: QUICK, a learner's first pass
+
+def test_quick_reaches_only_the_notebooks_that_declare_it(echo_course, monkeypatch):
+    nbs = echo_course.parent / "notebooks"
+    quick = nbformat.read(nbs / "01_echo.ipynb", as_version=4)
+    quick.cells[0].source = "QUICK = False\n" + quick.cells[0].source
+    quick.cells[1].source = quick.cells[1].source.replace("'smoke': SMOKE,", "'smoke': SMOKE, 'quick': QUICK,")
+    nbformat.write(quick, nbs / "02_quick.ipynb")
+    monkeypatch.setenv("QUICK", "yes")
+    assert course.notebook_parameters(nbs / "02_quick.ipynb") == {"QUICK", "SMOKE", "SEED", "DEVICE", "MODEL_ID",
+                                                                   "OUTPUT_DIR"}
+    assert course.main(["--runs-dir", str(echo_course)]) == 0
+    latest = echo_course / "latest"
+    assert json.loads((latest / "02_quick" / "metrics.json").read_text())["quick"] is True
+    executed = nbformat.read(latest / "01_echo" / "01_echo.ipynb", as_version=4)
+    assert "QUICK" not in "".join(c.source for c in executed.cells), "a notebook without QUICK is not handed one"
+    monkeypatch.setenv("QUICK", "sometimes")
+    assert course.main(["--runs-dir", str(echo_course)]) == 2
+
+
+def test_quick_runs_a_third_of_the_steps_and_is_not_judged_on_the_full_goals():
+    from kimina_edu.trainer import TrainConfig
+
+    full, quick = TrainConfig.preset("pocket"), TrainConfig.preset("pocket", quick=True)
+    assert quick.steps == full.steps // 3 and {**quick.__dict__, "steps": full.steps} == full.__dict__
+    assert TrainConfig.preset("pocket", quick=True, steps=40).steps == 40, "an explicit STEPS wins"
+    assert TrainConfig.preset("pocket", quick=True, smoke=True).steps == TrainConfig.preset("pocket", smoke=True).steps
+    done = {"smoke": False, "quick": True, "model": "pocket", "accuracy_before": 0.7, "accuracy_after": 0.71,
+            "grpo_seconds": 90.0, "format_after": 1.0}
+    assert course.missed_goals("04_grpo_from_scratch", done) == []

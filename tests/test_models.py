@@ -48,3 +48,25 @@ def test_lora_defaults_are_the_articles():
     cfg = lora_config()
     assert (cfg.r, cfg.lora_alpha, cfg.lora_dropout) == (32, 64, 0.0)
     assert set(cfg.target_modules) == {"q_proj", "k_proj", "v_proj", "o_proj", "up_proj", "down_proj", "gate_proj"}
+
+
+def test_a_fresh_lora_is_a_function_of_the_seed_alone():
+    """Two runs of one SEED must start GRPO from the same adapter, whatever drew random numbers
+    before (the bug: the fresh LoRA drew from torch's global generator as it stood, so two
+    processes with the same seed trained different adapters)."""
+    import torch
+
+    from kimina_edu.lora import lora_config
+
+    def lora_weights(seed, noise):
+        torch.manual_seed(noise)
+        torch.rand(7)  # something earlier in the process drew random numbers
+        model, _ = load_policy("pocket", lora=lora_config(), seed=seed, verbose=False)
+        return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+
+    a, b, c = lora_weights(3, noise=1), lora_weights(3, noise=2), lora_weights(4, noise=1)
+    assert all(torch.equal(a[n], b[n]) for n in a)
+    assert any(not torch.equal(a[n], c[n]) for n in a)
+    state = torch.random.get_rng_state()
+    load_policy("pocket", lora=lora_config(), seed=3, verbose=False)
+    assert torch.equal(state, torch.random.get_rng_state()), "seeding the adapter leaves the global generator alone"

@@ -1,0 +1,52 @@
+"""What the course knows about its task: the shortcut a policy can take, and what its trace shows it read."""
+
+import pytest
+
+from kimina_edu.tasks import held_out, make_entries, premises_only_accuracy, restatement, restates_claim
+
+
+def _syllogism(premise1: str, premise2: str, conclusion: str, valid: bool) -> dict:
+    return {"question": f"{premise1} / {premise2} / {conclusion}?", "answer": "Yes" if valid else "No",
+            "metadata": {"source_dataset": "syllogism", "premise1": premise1, "premise2": premise2,
+                         "conclusion": conclusion, "is_valid": valid}}
+
+
+def test_premises_only_accuracy_takes_the_majority_verdict_per_pair_of_premises():
+    # the same premises, three claims: two follow, one does not → "Yes" for that pair scores 2 of 3
+    pair = ("All dogs are cats", "All cats are birds")
+    entries = [_syllogism(*pair, "All dogs are birds", True), _syllogism(*pair, "Some dogs are birds", True),
+               _syllogism(*pair, "No dogs are birds", False)]
+    assert premises_only_accuracy(entries, entries) == pytest.approx(2 / 3)
+    # other nouns, the same forms: the shortcut carries over (letters, not nouns)
+    other = [_syllogism("All ants are bees", "All bees are owls", "No ants are owls", False)]
+    assert premises_only_accuracy(other, entries) == 0.0
+    # premises the reference never shows, and a tie, are a coin
+    unseen = [_syllogism("No ants are bees", "Some bees are owls", "Some ants are owls", True)]
+    assert premises_only_accuracy(unseen, entries) == 0.5
+    assert premises_only_accuracy(entries[1:], entries[1:]) == 0.5
+    assert premises_only_accuracy([], entries) == 0.0
+
+
+def test_the_course_split_has_room_above_the_shortcut():
+    """Reading only the premises cannot reach the course's accuracies near 90%: the claim matters."""
+    ceiling = premises_only_accuracy(held_out(), make_entries("syllogism", 2000, 31337))
+    assert 0.6 < ceiling < 0.85
+
+
+def test_restates_claim_reads_the_first_claim_only():
+    e = _syllogism("Some spiders are not students", "All students are reptiles", "All reptiles are students", False)
+    right = restatement(e)
+    assert right.endswith("Claim is all C B.")
+    assert restates_claim(f"<think>{right} So the claim does not follow.</think>", e)
+    assert not restates_claim("<think>Premise 1 is some-not A B. Premise 2 is all B C. Claim is some A C. "
+                              "Claim is all C B.</think>", e)
+    for text in ("", "Claim is", "Claim is all C B", "Claim is all C B C.", "claim is all C B.", "Claim is ✓." * 10_000):
+        assert restates_claim(text, e) == (text == "Claim is all C B")
+
+
+def test_only_syllogisms_have_a_claim():
+    prop = make_entries("propositional_logic", 1, 0)[0]
+    with pytest.raises(ValueError, match="syllogism"):
+        restates_claim("Claim is all A B.", prop)
+    with pytest.raises(ValueError, match="syllogism"):
+        premises_only_accuracy([prop], [])
