@@ -110,8 +110,7 @@ def goals_missed(row: dict) -> list[str]:
     if "grpo_after" in row:
         metrics["04"] = {"accuracy_before": row["grpo_before"], "accuracy_after": row["grpo_after"],
                          "grpo_seconds": row["grpo_seconds"], "format_after": row["grpo_format_rate"]}
-    return [f"seed {row['seed']} ({row['threads']} thread{'s' * (row['threads'] > 1)}): {text}"
-            for nb, checks in LEARNING_GOALS.items() if nb in metrics
+    return [text for nb, checks in LEARNING_GOALS.items() if nb in metrics
             for text, met in checks if not met(metrics[nb])]
 
 
@@ -133,16 +132,22 @@ def table(rows: list[dict]) -> str:
         if vals:
             lo, mid, hi = min(vals), statistics.median(vals), max(vals)
             lines.append(f"| {label} | {fmt(lo)} | {fmt(mid)} | {fmt(hi)} | {len(vals)} |")
+    notes = []
     two = [r for r in rows if "trl_after" in r]
     if two:
         diff = statistics.median(r["trl_after"] for r in two) - statistics.median(r["grpo_after"] for r in two)
-        lines.append(f"\nmedian TRL − median ours: {PTS(diff)} points (goal: within ±5 points)")
+        notes.append(f"median TRL − median ours: {PTS(diff)} points (goal: within ±5 points)")
     shortcut = {r["premises_only"] for r in rows if "premises_only" in r}
     if shortcut:
-        lines.append(f"\na policy that reads the premises and never the claim scores at most "
-                     f"{'/'.join(PCT(v) for v in sorted(shortcut))} on these held-out questions")
-    missed = [m for r in rows for m in goals_missed(r)]
-    lines.append("every goal met in every run" if not missed else "missed:\n" + "\n".join(missed))
+        notes.append(f"reading only the premises scores at most {'/'.join(PCT(v) for v in sorted(shortcut))} "
+                     "on these held-out questions")
+    lines.append("\n" + "; ".join(notes) + "." if notes else "")
+    missed: dict[str, list[str]] = {}  # goal → the runs that missed it, one line per goal
+    for r in rows:
+        for goal in goals_missed(r):
+            missed.setdefault(goal, []).append(f"seed {r['seed']} ({r['threads']} thr.)")
+    lines.append("every goal met in every run" if not missed else "\n".join(
+        f"missed: {goal} — {', '.join(runs)}" for goal, runs in missed.items()))
     return "\n".join(lines)
 
 
