@@ -6,6 +6,7 @@ an SFT'd model that rarely reads the claim right climbs to about there and stops
 agree. Three measurements (results: benchmarks/README.md, "Sixth session"):
 
     python -m benchmarks.shortcut reading                 # the ceiling; how often the base model restates the claim
+    python -m benchmarks.shortcut reading --pocket-steps 1200   # the same for a pocket model pretrained longer (built, cached)
     python -m benchmarks.shortcut sft-curve --seed 0      # held-out and dev accuracy after each SFT epoch (saves each adapter)
     python -m benchmarks.shortcut grpo --seed 0 --adapter DIR --set epochs=2   # GRPO from any saved adapter
 
@@ -35,10 +36,11 @@ def _accuracies(model, tok, entries: list[dict], max_new_tokens: int = 96) -> li
     return right
 
 
-def reading() -> dict:
-    """The shortcut's ceiling, and how often the shipped base model restates the claim when asked to restate."""
+def reading(pocket_steps: int | None = None) -> dict:
+    """The shortcut's ceiling, and how often the base model restates the claim when asked to restate:
+    the shipped one, or one pretrained for ``pocket_steps`` steps (built into the cache if missing)."""
     from kimina_edu.models import base_model_path, load_policy
-    from kimina_edu.pocket import RESTATE_PROMPT
+    from kimina_edu.pocket import RESTATE_PROMPT, PocketRecipe
     from kimina_edu.rewards import chat_messages
     from kimina_edu.rollouts import generate
     from kimina_edu.tasks import (
@@ -51,14 +53,15 @@ def reading() -> dict:
     )
 
     test, rl = held_out(), make_entries("syllogism", 5000, SEEDS["rl"])
-    model, tok = load_policy(base_model_path("pocket"), verbose=False)
+    recipe = PocketRecipe(pretrain_steps=pocket_steps) if pocket_steps else PocketRecipe()
+    model, tok = load_policy(base_model_path("pocket", recipe), verbose=False)
     prompts = [tok.apply_chat_template(chat_messages(e["question"], system=RESTATE_PROMPT), tokenize=False,
                                        add_generation_prompt=True) for e in test]
     texts = []
     for i in range(0, len(prompts), 100):
         texts += tok.batch_decode(generate(model, tok, prompts[i : i + 100], max_new_tokens=48)[1], skip_special_tokens=True)
     n = len(test)
-    return {"what": "reading", "premises_only_accuracy": premises_only_accuracy(test, rl),
+    return {"what": "reading", "pretrain_steps": recipe.pretrain_steps, "premises_only_accuracy": premises_only_accuracy(test, rl),
             "base_restates_claim": sum(map(restates_claim, texts, test)) / n,
             "base_restates_all": sum(t.strip() == restatement(e) for t, e in zip(texts, test)) / n}
 
@@ -144,6 +147,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("what", choices=["reading", "sft-curve", "grpo"])
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--pocket-steps", type=int, help="reading: a pocket model pretrained this many steps")
     parser.add_argument("--last-epoch", type=int, default=10)
     parser.add_argument("--adapters", default="/tmp/kimina-sft-curve", help="sft-curve: where each epoch's adapter goes")
     parser.add_argument("--adapter", help="grpo: the SFT adapter to start from")
@@ -152,7 +156,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", default=str(REPO / "runs" / "shortcut.jsonl"))
     args = parser.parse_args(argv)
     if args.what == "reading":
-        rows = [reading()]
+        rows = [reading(args.pocket_steps)]
     elif args.what == "sft-curve":
         rows = sft_curve(args.seed, Path(args.adapters), args.last_epoch)
     else:
