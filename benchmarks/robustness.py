@@ -45,8 +45,8 @@ def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dic
     from kimina_edu.lora import lora_config
     from kimina_edu.models import load_policy
     from kimina_edu.sft import SFTRecipe, ensure_sft_adapter, sft_stop_record
-    from kimina_edu.tasks import SEEDS, held_out, make_entries, premises_only_accuracy, restates_claim
-    from kimina_edu.trainer import GRPOTrainer, TrainConfig
+    from kimina_edu.tasks import SEEDS, claim_read_rate, held_out, make_entries, premises_only_accuracy
+    from kimina_edu.trainer import GRPOTrainer, TrainConfig, reward_at_ends
     from kimina_edu.trl_bridge import REWARD_FUNCS, build_dataset, grpo_config, stop_when_silent
 
     row: dict = {"seed": seed, "threads": torch.get_num_threads()}
@@ -64,7 +64,7 @@ def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dic
     model, tok = load_policy(base, adapter=adapter, verbose=False)
     r = evaluate_policy(model, tok, eval_entries, max_new_tokens=SFT_EVAL_TOKENS, progress=False, keep_completions=True)
     row.update(sft_accuracy=r["accuracy"], sft_format_rate=r["format_rate"],
-               claim_read_sft=sum(map(restates_claim, r["completions"], eval_entries)) / len(eval_entries))
+               claim_read_sft=claim_read_rate(r["completions"], eval_entries))
     if until == "sft":
         return row
 
@@ -78,12 +78,10 @@ def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dic
         row["grpo_seconds"] = time.perf_counter() - t0
         after = evaluate_policy(model, tok, eval_entries, max_new_tokens=cfg.max_new_tokens, progress=False,
                                 keep_completions=True)
-        row["claim_read_after"] = sum(map(restates_claim, after["completions"], eval_entries)) / len(eval_entries)
-        quarter = max(1, len(log) // 4)  # the sampled reward over the first and the last quarter (notebook 04's)
+        row["claim_read_after"] = claim_read_rate(after["completions"], eval_entries)
+        row["reward_first"], row["reward_last"] = reward_at_ends(log)
         row.update(grpo_after=after["accuracy"], grpo_format_rate=after["format_rate"], grpo_steps=len(log),
-                   grpo_skipped=sum(1 for x in log if x.get("skipped")),
-                   reward_first=statistics.mean(x["reward_mean"] for x in log[:quarter]),
-                   reward_last=statistics.mean(x["reward_mean"] for x in log[-quarter:]))
+                   grpo_skipped=sum(1 for x in log if x.get("skipped")))
         row["reward_rise"] = row["reward_last"] - row["reward_first"]
         row["grpo_gain"] = row["grpo_after"] - row["grpo_before"]
         if until == "trl":

@@ -24,18 +24,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _accuracies(model, tok, entries: list[dict], max_new_tokens: int = 96) -> list[float]:
-    from kimina_edu.rewards import correctness_reward, extract_answer
-    from kimina_edu.rollouts import chat_prompt, generate
-
-    right = []
-    for i in range(0, len(entries), 100):
-        chunk = entries[i : i + 100]
-        _, comps = generate(model, tok, [chat_prompt(tok, e["question"]) for e in chunk], max_new_tokens=max_new_tokens)
-        right += [correctness_reward(extract_answer(tok.decode(c, skip_special_tokens=True)), e) for e, c in zip(chunk, comps)]
-    return right
-
-
 def reading(pocket_steps: int | None = None) -> dict:
     """The shortcut's ceiling, and how often the base model restates the claim when asked to restate:
     the shipped one, or one pretrained for ``pocket_steps`` steps (built into the cache if missing)."""
@@ -45,11 +33,11 @@ def reading(pocket_steps: int | None = None) -> dict:
     from kimina_edu.rollouts import generate
     from kimina_edu.tasks import (
         SEEDS,
+        claim_read_rate,
         held_out,
         make_entries,
         premises_only_accuracy,
         restatement,
-        restates_claim,
     )
 
     test, rl = held_out(), make_entries("syllogism", 5000, SEEDS["rl"])
@@ -62,7 +50,7 @@ def reading(pocket_steps: int | None = None) -> dict:
         texts += tok.batch_decode(generate(model, tok, prompts[i : i + 100], max_new_tokens=48)[1], skip_special_tokens=True)
     n = len(test)
     return {"what": "reading", "pretrain_steps": recipe.pretrain_steps, "premises_only_accuracy": premises_only_accuracy(test, rl),
-            "base_restates_claim": sum(map(restates_claim, texts, test)) / n,
+            "base_restates_claim": claim_read_rate(texts, test),
             "base_restates_all": sum(t.strip() == restatement(e) for t, e in zip(texts, test)) / n}
 
 
@@ -71,6 +59,7 @@ def sft_curve(seed: int, out_dir: Path, last_epoch: int) -> list[dict]:
     ``last_epoch``: greedy held-out (400) and dev (600; the preset's check uses its first 200)."""
     from transformers import TrainerCallback
 
+    from kimina_edu.eval import evaluate_policy
     from kimina_edu.lora import lora_config
     from kimina_edu.models import base_model_path
     from kimina_edu.sft import SFTRecipe, make_sft_examples, sft_train
@@ -89,9 +78,13 @@ def sft_curve(seed: int, out_dir: Path, last_epoch: int) -> list[dict]:
             tok, side = processing_class, processing_class.padding_side
             tok.padding_side = "left"
             model.eval()
-            on_dev = _accuracies(model, tok, dev)
-            row = {"what": "sft-curve", "seed": seed, "epoch": epoch, "held_out": sum(_accuracies(model, tok, test)) / len(test),
-                   "dev600": sum(on_dev) / len(on_dev), "dev200": sum(on_dev[:200]) / 200}
+
+            def acc(entries):  # greedy, chapter 3's 96 tokens
+                return evaluate_policy(model, tok, entries, max_new_tokens=96, progress=False)["accuracy"]
+
+            dev200, dev_rest = acc(dev[:200]), acc(dev[200:])  # the preset's check is the first 200
+            row = {"what": "sft-curve", "seed": seed, "epoch": epoch, "held_out": acc(test),
+                   "dev600": (200 * dev200 + (len(dev) - 200) * dev_rest) / len(dev), "dev200": dev200}
             tok.padding_side = side
             model.train()
             model.save_pretrained(out_dir / f"seed{seed}-epoch{epoch}")

@@ -193,6 +193,7 @@ def notebook_parameters(path: Path) -> set[str]:
             return set(re.findall(r"^([A-Z_][A-Z0-9_]*)\s*=", "".join(cell["source"]), flags=re.MULTILINE))
     return set()
 
+
 ENV_OVERRIDES = ("MODEL_ID", "SEED", "DEVICE", "SMOKE", "QUICK")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
 

@@ -94,7 +94,7 @@ def restatement(entry: dict[str, Any]) -> str:
     return RESTATEMENTS[task](entry["metadata"])
 
 
-def _syllogism_parts(entry: dict[str, Any]) -> tuple[str, str]:
+def syllogism_parts(entry: dict[str, Any]) -> tuple[str, str]:
     """``(premises, claim)`` of a syllogism's restatement: ``("Premise 1 is all A B. Premise 2 is
     some B C.", "some A C")``."""
     if entry.get("metadata", {}).get("source_dataset") != "syllogism":
@@ -115,10 +115,10 @@ def premises_only_accuracy(entries: list[dict[str, Any]], reference: list[dict[s
 
     votes: dict[str, Counter] = defaultdict(Counter)
     for e in reference:
-        votes[_syllogism_parts(e)[0]][bool(e["metadata"]["is_valid"])] += 1
+        votes[syllogism_parts(e)[0]][bool(e["metadata"]["is_valid"])] += 1
     score = 0.0
     for e in entries:
-        c = votes.get(_syllogism_parts(e)[0], Counter())
+        c = votes.get(syllogism_parts(e)[0], Counter())
         valid = bool(e["metadata"]["is_valid"])
         score += 0.5 if c[True] == c[False] else float((c[True] > c[False]) == valid)
     return score / max(len(entries), 1)
@@ -127,12 +127,17 @@ def premises_only_accuracy(entries: list[dict[str, Any]], reference: list[dict[s
 def restates_claim(completion: str, entry: dict[str, Any]) -> bool:
     """Whether ``completion``'s first "Claim is …" restates ``entry``'s claim exactly (form and
     letters, as :func:`restatement` writes it) — the pocket model's trace shows what it read."""
-    _, claim = _syllogism_parts(entry)
+    _, claim = syllogism_parts(entry)
     start = completion.find("Claim is ")
     if start < 0:
         return False
     said = completion[start + len("Claim is "):].split(".", 1)[0]
     return said.strip() == claim
+
+
+def claim_read_rate(completions: list[str], entries: list[dict[str, Any]]) -> float:
+    """The share of ``completions`` (one per entry, in order) that restate their entry's claim right."""
+    return sum(map(restates_claim, completions, entries)) / max(len(entries), 1)
 
 
 def teacher_trace(entry: dict[str, Any]) -> str:

@@ -122,9 +122,9 @@ class TrainConfig:
         """The CPU preset for the pocket model (chapter 4, `make course`).
 
         Changes from the article, and why: the pocket model's completions are well under 64
-        tokens (notebook 04 prints their mean length), so 64 new tokens cover them; one collection round per learning phase (buffer = B·G = 48 rollouts, 3 minibatches
-        of 16, one optimizer step) keeps generation — the expensive part on a CPU — from
-        dominating; ``min_p=0.1`` because a ~1 M-parameter model's flat tail turns samples into
+        tokens (notebook 04 prints their mean length), so 64 new tokens cover them; one collection
+        round per learning phase (buffer = B·G = 48 rollouts, 3 minibatches of 16, one optimizer
+        step) keeps generation — the expensive part on a CPU — from dominating; ``min_p=0.1`` because a ~1 M-parameter model's flat tail turns samples into
         typos at T=0.7, so the reward taught spelling, not logic; a LoRA on this model needs lr
         ~1e-4 rather than 1e-6 to move, and 2e-4 collapsed some seeds below their SFT start; and
         ``silent_window=20``: once the policy answers every training question the same way in
@@ -561,6 +561,16 @@ def signal_exhausted(silent: list[bool], window: int) -> bool:
     return bool(window) and len(recent) == window and sum(not s for s in recent) <= window // 10
 
 
+def reward_at_ends(log: list[dict]) -> tuple[float, float]:
+    """The mean sampled reward over the first and over the last quarter of a run's steps. Each step
+    draws new questions, so one step's reward is noisy; a quarter of the run averages that out."""
+    if not log:
+        raise ValueError("reward_at_ends needs at least one logged step")
+    quarter = max(1, len(log) // 4)
+    return (sum(r["reward_mean"] for r in log[:quarter]) / quarter,
+            sum(r["reward_mean"] for r in log[-quarter:]) / quarter)
+
+
 def read_log(path: str | Path) -> list[dict]:
     path = Path(path)
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
@@ -575,6 +585,7 @@ __all__ = [
     "completion_logprobs",
     "pad_batch",
     "read_log",
+    "reward_at_ends",
     "signal_exhausted",
     "token_entropy",
     "token_logprobs",

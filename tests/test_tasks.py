@@ -50,3 +50,11 @@ def test_only_syllogisms_have_a_claim():
         restates_claim("Claim is all A B.", prop)
     with pytest.raises(ValueError, match="syllogism"):
         premises_only_accuracy([prop], [])
+
+
+def test_claim_read_rate_is_the_share_of_right_restatements():
+    from kimina_edu.tasks import claim_read_rate
+
+    e = _syllogism("All dogs are cats", "All cats are birds", "All dogs are birds", True)
+    assert claim_read_rate(["Claim is all A C.", "Claim is some A C.", ""], [e, e, e]) == pytest.approx(1 / 3)
+    assert claim_read_rate([], []) == 0.0

@@ -149,3 +149,13 @@ def test_early_stop_rule_is_one_rule_for_both_trainers():
     assert not control.should_training_stop  # one of 4 learned: more than a tenth
     cb.on_log(None, None, control, logs={"frac_reward_zero_std": 1.0})
     assert control.should_training_stop
+
+
+def test_reward_at_ends_averages_the_first_and_last_quarter():
+    from kimina_edu.trainer import reward_at_ends
+
+    log = [{"reward_mean": v} for v in (0.0, 0.2, 0.4, 0.6, 0.8, 1.0, 1.0, 0.6)]
+    assert reward_at_ends(log) == pytest.approx((0.1, 0.8))
+    assert reward_at_ends(log[:1]) == (0.0, 0.0)
+    with pytest.raises(ValueError):
+        reward_at_ends([])
