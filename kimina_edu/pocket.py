@@ -62,8 +62,14 @@ class PocketRecipe:
     """Everything that determines the pocket model; its hash names the cache folder.
 
     Sizes: ~1 M parameters (hidden 128, 4 layers, GQA 4/2 heads, tied embeddings) —
-    SmolLM-135M's shape scaled down ~130× so that pretraining fits in a few minutes on 2 cores
+    SmolLM-135M's shape scaled down ~130× so that pretraining fits in minutes on 2 cores
     (halving the parameters roughly doubled pretraining throughput: benchmarks/README.md).
+
+    ``pretrain_steps`` is set by what RL needs downstream, not by the loss (which flattens early):
+    the model must restate a question's claim right most of the time, or GRPO can only learn the
+    premises-only shortcut (``tasks.premises_only_accuracy``) and stalls near its ceiling.
+    Shorter pretraining read fewer claims, and the GRPO goal then failed for most seeds
+    (benchmarks/README.md, sixth and seventh sessions).
     """
 
     vocab_size: int = 2048
@@ -76,7 +82,7 @@ class PocketRecipe:
     questions_per_eval_task: int = 3000  # questions only, never answers
     restatements_per_eval_task: int = 1500  # "restate the question" documents, never a verdict
     docs_per_format_task: int = 400  # full chat documents with answers, other tasks
-    pretrain_steps: int = 600
+    pretrain_steps: int = 2400
     batch_size: int = 16
     seq_len: int = 256
     lr: float = 2e-3
