@@ -1,4 +1,4 @@
-"""`make robustness`: chapters 3 → 4 → 5 for SEED 0–4 (and seed 0 once more on one thread), so the
+"""`make robustness`: chapters 3 → 4 → 5 for SEED 0–4 (and seed 0 once more on every core), so the
 course's learning figures are stated as ranges, and every learning goal is checked in every run.
 
 Each run is what the notebooks do, through the same presets (``SFTRecipe.preset``,
