@@ -44,6 +44,7 @@ def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dic
     from kimina_edu.eval import evaluate_policy
     from kimina_edu.lora import lora_config
     from kimina_edu.models import load_policy
+    from kimina_edu.runtime import use_progress_bar
     from kimina_edu.sft import SFTRecipe, ensure_sft_adapter, sft_stop_record
     from kimina_edu.tasks import SEEDS, claim_read_rate, held_out, make_entries, premises_only_accuracy
     from kimina_edu.trainer import GRPOTrainer, TrainConfig, reward_at_ends
@@ -91,7 +92,7 @@ def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dic
                                train_dataset=build_dataset(train_entries),
                                callbacks=[stop_when_silent(cfg.silent_window)])
             t0 = time.perf_counter()
-            t.train()
+            use_progress_bar(t, "TRL").train()
             row["trl_seconds"] = time.perf_counter() - t0
             row["trl_steps"] = t.state.global_step
             row["trl_after"] = evaluate_policy(model, tok, eval_entries, max_new_tokens=cfg.max_new_tokens,

@@ -164,3 +164,42 @@ class PeakMemory:
                 self.cuda_peak_mb = torch.cuda.max_memory_allocated() / 2**20
         except ImportError:
             pass
+
+
+_TRAINER_PRINTERS = ("PrinterCallback", "ProgressCallback", "NotebookProgressCallback")
+
+
+def use_progress_bar(trainer, desc: str):
+    """Show a Hugging Face ``Trainer``'s run as one progress bar, with the last reward (or loss)
+    beside it, instead of its own per-step output: with ``disable_tqdm`` its ``PrinterCallback``
+    prints every log as a dict, and in a notebook its progress callback grows a table by one row
+    per logged step. The logs themselves stay in ``trainer.state.log_history``. Returns ``trainer``."""
+    from tqdm.auto import tqdm
+    from transformers import TrainerCallback
+
+    for callback in list(trainer.callback_handler.callbacks):
+        if type(callback).__name__ in _TRAINER_PRINTERS:
+            trainer.remove_callback(callback)
+
+    class ProgressBar(TrainerCallback):
+        bar = None
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            self.bar = tqdm(total=state.max_steps, initial=state.global_step, desc=desc)
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if self.bar is not None:
+                self.bar.update(state.global_step - self.bar.n)
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            key = next((k for k in ("reward", "loss") if isinstance((logs or {}).get(k), (int, float))), None)
+            if self.bar is not None and key:
+                self.bar.set_postfix({key: f"{logs[key]:.2f}"}, refresh=False)
+
+        def on_train_end(self, args, state, control, **kwargs):
+            if self.bar is not None:
+                self.bar.close()
+                self.bar = None
+
+    trainer.add_callback(ProgressBar())
+    return trainer

@@ -30,7 +30,7 @@ from kimina_edu.params import LearnerError
 from kimina_edu.pocket import PocketRecipe
 from kimina_edu.retry import backoff_delay
 from kimina_edu.rewards import SYSTEM_PROMPT, chat_messages, correctness_reward, extract_answer, format_reward
-from kimina_edu.runtime import cache_dir, recipe_hash, resolve_device, run_sync
+from kimina_edu.runtime import cache_dir, recipe_hash, resolve_device, run_sync, use_progress_bar
 from kimina_edu.tasks import SEEDS, dev_split, make_entries, oracle_answer, teacher_trace
 
 # ---------------------------------------------------------------- rule-based teacher
@@ -307,11 +307,11 @@ def sft_train(model_path: str, examples: list[dict], *, output_dir: str | os.Pat
         output_dir=str(output_dir), num_train_epochs=epochs, learning_rate=lr, per_device_train_batch_size=batch_size,
         lr_scheduler_type="cosine", warmup_steps=5, logging_steps=1, save_strategy="no", report_to="none",
         seed=seed, max_length=max_length, completion_only_loss=True, bf16=False, use_cpu=use_cpu,
-        activation_checkpointing=False, dataloader_num_workers=0, disable_tqdm=False,
+        activation_checkpointing=False, dataloader_num_workers=0, disable_tqdm=True,
     )
     trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(examples), processing_class=tok,
                          peft_config=lora or lora_config(), callbacks=[stop.callback()] if stop else None)
-    trainer.train()
+    use_progress_bar(trainer, "SFT").train()
     log = [{"step": r["step"], "loss": r["loss"]} for r in trainer.state.log_history if "loss" in r]
     tok.padding_side = "left"
     trainer.model.eval()

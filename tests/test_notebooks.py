@@ -6,6 +6,7 @@ is not a test). Budgets are per-notebook wall-time limits for the SMOKE run.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from pathlib import Path
@@ -131,6 +132,23 @@ def test_notebook_smoke(notebook, smoke_env, tmp_path):
     CHECKS[prefix](result.metrics)
     assert result.metrics.get("smoke") is True
     assert result.seconds < BUDGET_S[prefix] * 2, f"{notebook.name} took {result.seconds:.0f}s in SMOKE mode"
+    assert not _log_spam(result.output_dir / notebook.name), f"{notebook.name}: {_log_spam(result.output_dir / notebook.name)}"
+
+
+def _log_spam(executed: Path) -> list[str]:
+    """Per-step trainer logs in an executed notebook's outputs: Hugging Face's ``PrinterCallback``
+    prints every log as a dict, and its notebook callback grows a table by one row per step. A
+    learner gets a progress bar and the figures instead (``runtime.use_progress_bar``)."""
+    found = []
+    for i, cell in enumerate(json.loads(executed.read_text())["cells"]):
+        for out in cell.get("outputs", []):
+            text = "".join(out.get("text", "")) + "".join(out.get("data", {}).get("text/html", ""))
+            dicts = sum(line.lstrip().startswith("{'") and "'loss'" in line for line in text.splitlines())
+            if dicts:
+                found.append(f"cell {i} prints {dicts} trainer log dict(s)")
+            if "Training Loss</th>" in text:
+                found.append(f"cell {i} shows a per-step training-loss table")
+    return found
 
 
 # ---- the hub path (issue 19): chapters 3 → 4 → 5 in SMOKE mode on a folder shaped like SmolLM-135M-Instruct
