@@ -124,9 +124,10 @@ class TrainConfig:
         Changes from the article, and why: the pocket model's completions are well under 64
         tokens (notebook 04 prints their mean length), so 64 new tokens cover them; one collection
         round per learning phase (buffer = B·G = 48 rollouts, 3 minibatches of 16, one optimizer
-        step) keeps generation — the expensive part on a CPU — from dominating; ``min_p=0.1`` because a ~1 M-parameter model's flat tail turns samples into
-        typos at T=0.7, so the reward taught spelling, not logic; a LoRA on this model needs lr
-        ~1e-4 rather than 1e-6 to move, and 2e-4 collapsed some seeds below their SFT start; and
+        step) keeps generation — the expensive part on a CPU — from dominating; ``min_p=0.1``
+        because a ~1 M-parameter model's flat tail turns samples into typos at T=0.7, so the reward
+        taught spelling, not logic; a LoRA on this model needs lr ~1e-4 rather than 1e-6 to move,
+        and 2e-4 collapsed some seeds below their SFT start; and
         ``silent_window=20``: once the policy answers every training question the same way in
         all six samples, steps stop carrying signal but still pay for generation — stop there.
         Measurements behind each choice: benchmarks/README.md.

@@ -132,7 +132,8 @@ def test_notebook_smoke(notebook, smoke_env, tmp_path):
     CHECKS[prefix](result.metrics)
     assert result.metrics.get("smoke") is True
     assert result.seconds < BUDGET_S[prefix] * 2, f"{notebook.name} took {result.seconds:.0f}s in SMOKE mode"
-    assert not _log_spam(result.output_dir / notebook.name), f"{notebook.name}: {_log_spam(result.output_dir / notebook.name)}"
+    spam = _log_spam(result.output_dir / notebook.name)
+    assert not spam, f"{notebook.name}: {spam}"
 
 
 def _log_spam(executed: Path) -> list[str]:
