@@ -133,3 +133,32 @@ def test_pool_exhaustion_is_retried_until_a_repl_frees(server):
                                 backoff=0.5).verify(codes)
         assert all(v.valid for v in verdicts), [(v.status, v.error) for v in verdicts]
         assert time.perf_counter() - start < 60
+
+
+def test_validity_needs_positive_evidence_on_the_real_server(server):
+    """Issue 27: every rule of ``classify`` against the real server code with the fake REPL. (A REPL answer
+    with both ``env`` and ``message`` never reaches a client from kimina-ast-server 2.1.3: its response model
+    keeps ``env``/``messages``/``sorries`` and drops ``message``; the client's rule for it is tested against
+    a server that forwards it, in test_lean_validity.py.)"""
+    codes = [H + "theorem s1 : False := by\n  exact sorryAx _",             # Lean's warning, no sorries entry
+             H + "theorem s3 : False := by\n  sorry\n#check Nat",             # a trailing command after the proof
+             H + "theorem s4 : True := by\n  trivial\ntheorem s5 : False := by\n  admit",  # admit, which the REPL hides
+             H + "theorem s6 : True := by\n  trivial\n#eval 1",              # trailing info only: still a proof
+             H + "theorem s7 : True := by\n  trivial -- a comment that says sorry"]
+    verdicts = verifier(server).verify(codes)
+    statuses = [v.status for v in verdicts]
+    assert statuses == ["sorry", "sorry", "sorry", "valid", "valid"], \
+        [(v.status, v.response) for v in verdicts]
+
+
+def test_feedback_with_the_clients_header_marks_the_error_line(server):
+    # the client adds the header to a header-less proof; feedback is numbered on the code sent
+    from kimina_edu.lean.reward import score_batch
+
+    statement = "theorem hm (x : Nat) : x = x := by sorry"
+    response = "```lean4\ntheorem hm (x : Nat) : x = x := by\n  simp\n  omega -- fake: error omega failed\n```"
+    forget_line_schemes()
+    row = score_batch([response], [statement], verifier(server, header="import Mathlib"))[0]
+    forget_line_schemes()
+    assert row["status"] == "lean_error"
+    assert " >|   omega -- fake: error omega failed" in row["feedback"], row["feedback"]

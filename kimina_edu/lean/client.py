@@ -51,6 +51,7 @@ import ipaddress
 import json
 import math
 import os
+import re
 import socket
 import threading
 import warnings
@@ -77,6 +78,7 @@ class Verdict:
     time: float | None = None
     error: str | None = None
     response: dict | None = None
+    code: str | None = None  # the code as sent (with the header the client added): what line numbers count
 
     @property
     def valid(self) -> bool:
@@ -109,6 +111,11 @@ KIMINA_CLIENT, KIMINA_CLIENT_IMPORT_ERROR = _import_kimina_client()
 
 def _is_int(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_seconds(x: Any, *, zero_ok: bool = False) -> bool:
+    return (isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+            and (x >= 0 if zero_ok else x > 0))
 
 
 def _position_problem(pos: Any, name: str) -> str | None:
@@ -163,32 +170,83 @@ def result_problem(result: Any) -> str | None:
     return None
 
 
-def classify(result: dict[str, Any], *, use_kimina_client: bool = True) -> str:
-    """kimina-client's ``SnippetStatus`` for one ``/api/check`` result; ``server_error`` for a
-    shape :func:`result_problem` rejects.
+SORRY_WARNING = "declaration uses 'sorry'"  # Lean's warning, also for ``exact sorryAx _`` (no ``sorries`` entry)
+_SORRY_WORDS = re.compile(r"(?<![\w.'])(?:sorry|sorryAx|admit)(?![\w'])")
 
-    timeout_error: ``error`` says "timed out"; server_error: any other ``error``;
-    repl_error: the REPL answered ``{"message": …}``; lean_error: a message with severity
-    "error"; sorry: non-empty ``sorries`` (not the warning text); else valid.
-    """
-    if result_problem(result) is not None:
-        return "server_error"
-    if use_kimina_client and KIMINA_CLIENT is not None:
-        try:
-            return KIMINA_CLIENT.ReplResponse.model_validate(result).analyze().status.value
-        except Exception:  # noqa: BLE001 — a shape kimina-client rejects gets the same rules below
-            return classify(result, use_kimina_client=False)
+
+def _without_comments(code: str) -> str:
+    """``code`` with Lean comments blanked (``--`` to the end of the line; ``/- … -/``, nested), in
+    one pass. An unclosed ``/-`` comments out the rest (Lean then fails the file anyway)."""
+    out, i, n, depth = [], 0, len(code), 0
+    while i < n:
+        if depth:
+            j = code.find("-/", i)
+            k = code.find("/-", i)
+            if j == -1:
+                break
+            if k != -1 and k < j:
+                depth, i = depth + 1, k + 2
+            else:
+                depth, i = depth - 1, j + 2
+            continue
+        j, k = code.find("--", i), code.find("/-", i)
+        stops = [x for x in (j, k) if x != -1]
+        if not stops:
+            out.append(code[i:])
+            break
+        cut = min(stops)
+        out.append(code[i:cut])
+        if cut == j:
+            end = code.find("\n", j)
+            i = n if end == -1 else end
+        else:
+            depth, i = 1, k + 2
+    return " ".join(out)
+
+
+def mentions_sorry(code: Any) -> bool:
+    """Does the code (outside comments) use ``sorry``, ``sorryAx`` or ``admit``? Lean reports
+    ``sorry`` in ``sorries`` but ``sorryAx`` only as a warning, and a server may drop either; the
+    code itself is evidence no server answer can hide. Linear time."""
+    return isinstance(code, str) and _SORRY_WORDS.search(_without_comments(code)) is not None
+
+
+def _our_status(result: dict[str, Any], code: str | None) -> str:
     error = result.get("error")
     if error:
         return "timeout_error" if "timed out" in error else "server_error"
     response = result["response"]
-    if "message" in response:
+    if "message" in response:  # the REPL's own error, with or without an env
         return "repl_error"
-    if any(m["severity"] == "error" for m in response.get("messages", [])):
+    messages = response.get("messages", [])
+    if any(m["severity"] == "error" for m in messages):
         return "lean_error"
-    if response.get("sorries"):
+    if response.get("sorries") or any(SORRY_WARNING in m["data"] for m in messages) or mentions_sorry(code):
         return "sorry"
     return "valid"
+
+
+def classify(result: dict[str, Any], *, code: str | None = None, use_kimina_client: bool = True) -> str:
+    """kimina-client's ``SnippetStatus`` for one ``/api/check`` result — ``valid`` only on positive
+    evidence; ``server_error`` for a shape :func:`result_problem` rejects.
+
+    timeout_error: ``error`` says "timed out"; server_error: any other ``error``;
+    repl_error: the REPL answered ``{"message": …}`` (even beside an ``env``); lean_error: a
+    message with severity "error"; sorry: non-empty ``sorries``, Lean's "declaration uses
+    'sorry'" in any message, or ``sorry``/``sorryAx``/``admit`` in ``code`` (the code sent); else
+    valid. This is the one rule (the reward and the stand-in ask it); kimina-client's own
+    ``analyze()`` is consulted and may only make a verdict stricter, never turn one ``valid``.
+    """
+    if result_problem(result) is not None:
+        return "server_error"
+    ours = _our_status(result, code)
+    if ours == "valid" and use_kimina_client and KIMINA_CLIENT is not None:
+        try:
+            theirs = KIMINA_CLIENT.ReplResponse.model_validate(result).analyze().status.value
+        except Exception:  # noqa: BLE001 — a shape kimina-client rejects: our rules stand
+            return ours
+        return theirs
+    return ours
 
 
 def has_header(code: str) -> bool:
@@ -292,8 +350,16 @@ class LeanVerifier:
         if repls is None:
             env = os.environ.get("LEAN_SERVER_MAX_REPLS", "").strip()
             repls = int(env) if env.isdigit() and int(env) > 0 else max((os.cpu_count() or 2) - 1, 1)
-        if batch_size < 1 or retries < 1 or repls < 1 or (concurrency is not None and concurrency < 1):
-            raise ValueError("batch_size, retries, repls and concurrency must all be >= 1")
+        for name, value in (("timeout", timeout), ("batch_size", batch_size), ("retries", retries), ("repls", repls),
+                            ("concurrency", concurrency), ("max_response_bytes", max_response_bytes)):
+            if not (value is None and name == "concurrency") and not (_is_int(value) and value >= 1):
+                raise ValueError(f"LeanVerifier: {name} must be a whole number >= 1 (timeout in seconds), got {value!r}")
+        for name, value in (("http_timeout", http_timeout), ("deadline", deadline), ("backoff", backoff)):
+            if value is None and name != "backoff":
+                continue
+            if not _is_seconds(value, zero_ok=name == "backoff"):
+                raise ValueError(f"LeanVerifier: {name} must be a finite number of seconds "
+                                 f"{'>= 0' if name == 'backoff' else '> 0'}, got {value!r}")
         if line_scheme not in (None, "relative", "absolute"):
             raise ValueError(f"line_scheme must be 'relative', 'absolute' or None (probe the server); got {line_scheme!r}")
         self.timeout, self.batch_size, self.repls = timeout, batch_size, repls
@@ -374,8 +440,8 @@ class LeanVerifier:
     # -- one batch ----------------------------------------------------------------------------
 
     def _fail(self, call: _Call, items: list[tuple[str, str]], status: str, why: str) -> None:
-        for sid, _ in items:
-            call.verdicts.setdefault(sid, Verdict(sid, status, error=self._redact(why)))
+        for sid, code in items:
+            call.verdicts.setdefault(sid, Verdict(sid, status, error=self._redact(why), code=code))
 
     def _accept(self, call: _Call, items: list[tuple[str, str]], results: Any) -> list[tuple[str, str]]:
         """Verdicts from a 200 answer; returns the items to retry ("No available REPLs")."""
@@ -394,18 +460,24 @@ class LeanVerifier:
                     f"the server returned {len(found)} results for this id"
                 call.verdicts[sid] = Verdict(sid, "server_error", error=why)
                 continue
-            r = self._redact_value(found[0])
+            try:
+                r = self._redact_value(found[0])
+            except RecursionError:  # one result nested past Python's stack: that item alone fails
+                call.verdicts[sid] = Verdict(sid, "server_error", error="unrecognised result: nested too deeply to read",
+                                             code=code)
+                continue
             problem = result_problem(r)
             if problem is not None:
-                call.verdicts[sid] = Verdict(sid, "server_error", error=f"unrecognised result: {problem}", response=r)
+                call.verdicts[sid] = Verdict(sid, "server_error", error=f"unrecognised result: {problem}", response=r,
+                                             code=code)
                 continue
             if r.get("error") is not None and r["error"].strip() == NO_REPLS:
                 retry.append((sid, code))
                 continue
             resp = r.get("response") or {}
-            call.verdicts[sid] = Verdict(sid, classify(r), messages=list(resp.get("messages", [])),
+            call.verdicts[sid] = Verdict(sid, classify(r, code=code), messages=list(resp.get("messages", [])),
                                          time=r.get("time") if isinstance(r.get("time"), (int, float)) else None,
-                                         error=r.get("error"), response=r)
+                                         error=r.get("error"), response=r, code=code)
         return retry
 
     async def _check(self, client, sem: asyncio.Semaphore, call: _Call, items: list[tuple[str, str]]) -> None:
@@ -424,8 +496,7 @@ class LeanVerifier:
             else:
                 call.answered()
                 timed_out = False
-                text = body.text if isinstance(body, _Malformed) else json.dumps(body)[:200] \
-                    if not isinstance(body, _TooLarge) else str(body)
+                text = _preview(body)
                 if isinstance(body, _TooLarge):
                     return self._fail(call, items, "server_error", f"response over {self.max_response_bytes} bytes")
                 if status == 401:
@@ -485,6 +556,8 @@ class LeanVerifier:
     async def averify(self, codes: list[Any], *, deadline: float | None = None) -> list[Verdict]:
         """One :class:`Verdict` per code, in input order, within ``deadline`` seconds (default
         :meth:`default_deadline`); proofs unanswered at the deadline get ``timeout_error``."""
+        if deadline is not None and not _is_seconds(deadline):
+            raise ValueError(f"verify: deadline must be a finite number of seconds > 0, got {deadline!r}")
         if not codes:
             return []
         codes = list(codes)
@@ -567,6 +640,18 @@ class _Unanswered(Exception):
 
 class _BadAnswer(Exception):
     """A 200 answer without the ``results`` list."""
+
+
+def _preview(body: Any) -> str:
+    """The first 200 characters of an answer, for error lines; never raises (a deep answer is named, not dumped)."""
+    if isinstance(body, _Malformed):
+        return body.text
+    if isinstance(body, _TooLarge):
+        return str(body)
+    try:
+        return json.dumps(body)[:200]
+    except (RecursionError, ValueError, TypeError):
+        return "(an answer nested too deeply to show)"
 
 
 @dataclass

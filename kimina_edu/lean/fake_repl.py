@@ -19,6 +19,7 @@ What it "checks" (so tests can script outcomes in the code itself):
   name declared again fails "'X' has already been declared" (header-less snippets on the real
   server share environment 0, which is how that error reaches users);
 - a ``sorry`` outside comments gives a ``sorries`` entry and the warning "declaration uses 'sorry'";
+  ``sorryAx`` gives the warning alone (Lean reports no proof state for it, so no ``sorries`` entry);
 - ``#check X`` / ``#eval X`` answer an ``info`` message on their line;
 - directives in comments: ``-- fake: error <text>`` (an error on that line),
   ``-- fake: sleep <seconds>``, ``-- fake: die`` (exit without answering),
@@ -38,6 +39,7 @@ _DECL = re.compile(r"^\s*(?:@\[[^\]]*\]\s*)?(?:private\s+|protected\s+|noncomput
                    r"(theorem|lemma|def|abbrev|structure|inductive|class|instance)\s+([^\s:(\[{]+)")
 _DIRECTIVE = re.compile(r"--\s*fake:\s*(\w+)\s*(.*)$")
 _SORRY = re.compile(r"(?<![\w.])sorry(?![\w])")
+_SORRY_AX = re.compile(r"(?<![\w.])sorryAx(?![\w])")
 
 
 def _message(severity: str, line: int, column: int, end: int, data: str) -> dict:
@@ -79,6 +81,8 @@ def run_command(cmd: str, declared: set[str]) -> tuple[dict, set[str], str | Non
         for m in _SORRY.finditer(code):
             sorries.append({"pos": {"line": number, "column": m.start()},
                             "endPos": {"line": number, "column": m.end()}, "goal": "⊢ False", "proofState": len(sorries)})
+            messages.append(_message("warning", number, m.start(), m.end(), "declaration uses 'sorry'"))
+        for m in _SORRY_AX.finditer(code):
             messages.append(_message("warning", number, m.start(), m.end(), "declaration uses 'sorry'"))
     answer: dict = {}
     if messages:

@@ -60,7 +60,8 @@ def score_batch(responses: list[str], formal_statements: list[str], verifier: Le
         elif verdict.valid:
             feedback = VALID_FEEDBACK
         elif verdict.status in LEAN_STATUSES:
-            feedback = build_feedback(proof, verdict.response or {}, line_scheme=line_scheme or "relative")
+            # numbered as the code sent (the client may have added a header the server counts)
+            feedback = build_feedback(verdict.code or proof, verdict.response or {}, line_scheme=line_scheme or "relative")
         else:
             feedback = build_feedback(proof, {"error": f"{verdict.status}: {verdict.error or 'no detail'}"})
         rows.append({"score": acc * (fmt is FormatError.NONE), "acc": acc, "format_error": fmt.name,

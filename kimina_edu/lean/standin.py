@@ -25,7 +25,7 @@ Behaviours of the real servers the client must survive (``kimina-lean-server`` H
 - ``--poll 0.1`` answers at the next 0.1 s tick after the request arrived (the real server's
   response poll);
 - ``#check`` lines of an unscripted snippet answer an ``info`` message on that line, numbered
-  as ``--line-scheme`` says (``relative`` to the body after the import header, or
+  as ``--line-scheme`` says (beside the notice's error, unless the body is only ``#check`` lines) (``relative`` to the body after the import header, or
   ``absolute``), so the client's line-scheme probe works against the stand-in.
 """
 
@@ -92,18 +92,20 @@ def _header_lines(code: str) -> int:
 
 
 def unscripted_result(sid: str, code: str = "", line_scheme: str = "relative") -> dict[str, Any]:
-    """The stand-in's notice as an error (nothing unscripted is ever valid); a ``#check`` line
-    answers an ``info`` message instead, numbered as ``line_scheme`` says."""
+    """The stand-in's notice as an error (nothing unscripted is ever valid); each ``#check`` line
+    also answers an ``info`` message, numbered as ``line_scheme`` says. Only a body made of nothing
+    but ``#check`` lines (the client's line-scheme probe) answers without the error — a proof with a
+    ``#check`` after it still gets the notice."""
     lines = code.splitlines()
     offset = _header_lines(code)
-    checks = [n for n, line in enumerate(lines[offset:], 1) if line.startswith("#check")]
-    if checks:
-        shift = offset if line_scheme == "absolute" else 0
-        return {"id": sid, "time": 0.0, "response": {"env": 1, "messages": [
-            {"severity": "info", "pos": {"line": n + shift, "column": 0}, "endPos": {"line": n + shift, "column": 6},
-             "data": "stand-in: #check answered without Lean"} for n in checks]}}
-    return {"id": sid, "time": 0.0, "response": {"env": 0, "messages": [
-        {"severity": "error", "pos": {"line": 1, "column": 0}, "endPos": {"line": 1, "column": 1}, "data": STANDIN_NOTICE}]}}
+    body = [(n, line) for n, line in enumerate(lines[offset:], 1) if line.strip()]
+    shift = offset if line_scheme == "absolute" else 0
+    messages = [{"severity": "info", "pos": {"line": n + shift, "column": 0}, "endPos": {"line": n + shift, "column": 6},
+                 "data": "stand-in: #check answered without Lean"} for n, line in body if line.startswith("#check")]
+    if not body or len(messages) < len(body):
+        messages.append({"severity": "error", "pos": {"line": 1, "column": 0}, "endPos": {"line": 1, "column": 1},
+                         "data": STANDIN_NOTICE})
+    return {"id": sid, "time": 0.0, "response": {"env": 0, "messages": messages}}
 
 
 class _Crash(Exception):
