@@ -166,11 +166,13 @@ def load_state(path: str | os.PathLike) -> dict[str, Any]:
         raise CheckpointError(f"{path} has no {MANIFEST}: the checkpoint was never completed (interrupted or out "
                               "of disk while saving); resume from an earlier one")
     try:
-        manifest = json.loads((path / MANIFEST).read_text())
+        manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
         files = manifest["files"]
-        if manifest.get("format") != FORMAT or set(files) != {TENSORS, STATE}:
+        if manifest.get("format") != FORMAT or not isinstance(files, dict) or set(files) != {TENSORS, STATE} or not all(
+                isinstance(info, dict) and _is_count(info.get("bytes")) and isinstance(info.get("sha256"), str)
+                for info in files.values()):
             raise KeyError("format")
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         raise CheckpointError(f"{path / MANIFEST} is not a {FORMAT} manifest; the checkpoint cannot be trusted") from exc
     for name, info in files.items():
         file = path / name
@@ -189,11 +191,15 @@ def load_state(path: str | os.PathLike) -> dict[str, Any]:
         if blob.get("format") != FORMAT:
             raise CheckpointError(f"{path / STATE} has format {blob.get('format')!r}, expected {FORMAT!r}")
         return _decode(blob["state"], tensors)
-    except (SafetensorError, ValueError, KeyError, TypeError) as exc:
+    except (SafetensorError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         if isinstance(exc, CheckpointError):
             raise
         raise CheckpointError(f"{path} passed its checksums but cannot be read ({type(exc).__name__}: {exc}); "
                               "it was not written by this version of kimina-edu") from exc
+
+
+def _is_count(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
 
 
 def checkpoint_problem(path: str | os.PathLike) -> str | None:
@@ -206,13 +212,23 @@ def checkpoint_problem(path: str | os.PathLike) -> str | None:
 
 
 def latest_checkpoint(output_dir: str | os.PathLike) -> Path | None:
-    """The newest checkpoint under ``output_dir/checkpoints`` that verifies (a broken one is skipped)."""
+    """The newest checkpoint under ``output_dir/checkpoints`` that verifies; each newer damaged one
+    is skipped with one line saying why and which one is used instead."""
     root = Path(output_dir) / "checkpoints"
     if not root.is_dir():
         return None
+    skipped = []
     for path in sorted(root.glob("step_[0-9]*"), reverse=True):
-        if path.is_dir() and checkpoint_problem(path) is None:
+        if not path.is_dir():
+            continue
+        problem = checkpoint_problem(path)
+        if problem is None:
+            for bad, why in skipped:
+                print(f"checkpoint {bad.name} skipped ({why}); using {path.name}", file=sys.stderr)
             return path
+        skipped.append((path, " ".join(problem.split())[:200]))
+    for bad, why in skipped:
+        print(f"checkpoint {bad.name} skipped ({why}); no good checkpoint is left", file=sys.stderr)
     return None
 
 
@@ -332,10 +348,8 @@ def restore_trainer(trainer, path: str | os.PathLike) -> None:
     if mismatched:
         detail = ", ".join(f"{k}: checkpoint {saved.get(k)!r} vs now {now[k]!r}" for k in mismatched)
         raise CheckpointError(f"checkpoint {path} was written by another config — mismatched fields: {detail}")
+    check_fits(state["trainable"], {n: p for n, p in trainer.model.named_parameters() if p.requires_grad}, path)
     named = dict(trainer.model.named_parameters())
-    missing = sorted(set(state["trainable"]) - set(named))
-    if missing:
-        raise CheckpointError(f"checkpoint {path} has weights this model lacks ({missing[:3]}…): another model?")
     with torch.no_grad():
         for name, value in state["trainable"].items():
             named[name].copy_(value)
@@ -349,6 +363,24 @@ def restore_trainer(trainer, path: str | os.PathLike) -> None:
         trainer.backend.load_state_dict(state["backend"])
     rewind_logs(trainer)
     trainer._torn = False
+
+
+def check_fits(saved: dict[str, Any], trainable: dict[str, Any], path: str | os.PathLike) -> None:
+    """Refuse, before anything is copied, a checkpoint whose trained weights differ from the model's
+    in names (other LoRA targets, another model) or shapes (another LoRA rank): ``copy_`` would
+    broadcast a rank-1 adapter into rank 8 without a word."""
+    extra, lacking = sorted(set(saved) - set(trainable)), sorted(set(trainable) - set(saved))
+    if extra or lacking:
+        parts = ([f"has weights this model does not train ({len(extra)}, e.g. {extra[0]})"] if extra else []) + \
+                ([f"lacks weights this model trains ({len(lacking)}, e.g. {lacking[0]})"] if lacking else [])
+        raise CheckpointError(f"checkpoint {path} does not fit this model: it {' and '.join(parts)} — another model or "
+                              "other LoRA target modules; resume with the settings that wrote it")
+    wrong = [(n, tuple(saved[n].shape), tuple(p.shape)) for n, p in trainable.items() if tuple(saved[n].shape) != tuple(p.shape)]
+    if wrong:
+        name, was, now = wrong[0]
+        raise CheckpointError(f"checkpoint {path} does not fit this model: {len(wrong)} weight(s) differ in shape, e.g. "
+                              f"{name}: checkpoint {was} vs model {now} — another LoRA rank or model size; resume with "
+                              "the settings that wrote it")
 
 
 def rewind_logs(trainer) -> int:
@@ -365,6 +397,7 @@ __all__ = [
     "CheckpointError",
     "DeferredInterrupt",
     "append_jsonl",
+    "check_fits",
     "checkpoint_problem",
     "latest_checkpoint",
     "load_state",

@@ -198,10 +198,13 @@ ENV_OVERRIDES = ("MODEL_ID", "SEED", "DEVICE", "SMOKE", "QUICK")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
 
 
-def overrides_from(args: argparse.Namespace, environ: dict[str, str] | None = None) -> dict[str, Any]:
-    """The notebook parameters this run sets for every notebook: command-line flags win over the
-    environment; ``SMOKE`` and ``SEED`` are converted from text (``SMOKE=1``, ``SEED=3``) and every
-    value is checked by :func:`kimina_edu.params.check_params`. Raises ``ParameterError`` (one line)."""
+def overrides_from(args: argparse.Namespace, environ: dict[str, str] | None = None,
+                   sources: dict[str, str] | None = None) -> dict[str, Any]:
+    """The notebook parameters this run sets for every notebook: a command-line flag that was given
+    wins over the environment (``None`` is "not given" — never truthiness, so ``--seed 0`` beats
+    ``SEED=5``); ``SMOKE`` and ``SEED`` are converted from text (``SMOKE=1``, ``SEED=3``) and every
+    value is checked by :func:`kimina_edu.params.check_params`. ``sources`` (optional) receives where
+    each value came from. Raises ``ParameterError`` (one line)."""
     from kimina_edu.params import ParameterError, check_params
 
     env = os.environ if environ is None else environ
@@ -209,10 +212,14 @@ def overrides_from(args: argparse.Namespace, environ: dict[str, str] | None = No
     problems = []
     for name in ENV_OVERRIDES:
         flag = getattr(args, name.lower(), None)
-        if flag not in (None, False):
+        if flag is not None:
             out[name] = flag
+            if sources is not None:
+                sources[name] = "--" + name.lower().replace("_", "-")
         elif name in env:
             out[name] = env[name]
+            if sources is not None:
+                sources[name] = "environment"
     for switch in ("SMOKE", "QUICK"):
         if isinstance(out.get(switch), str):
             text = out[switch].strip().lower()
@@ -244,6 +251,12 @@ def _new_run_dir(runs: Path) -> Path:
     raise RuntimeError(f"could not make a new run folder under {runs}; clean up old runs")
 
 
+def _in_main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
 def point_latest_at(run_dir: Path) -> None:
     """Switch ``runs/latest`` to ``run_dir`` in one step (a new link renamed over the old one)."""
     latest = run_dir.parent / "latest"
@@ -257,29 +270,75 @@ def point_latest_at(run_dir: Path) -> None:
     os.replace(tmp, latest)
 
 
-def main(argv: list[str] | None = None) -> int:
-    from kimina_edu.params import ParameterError
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse, but a mistake is one ``ParameterError`` line (not usage text), and a flag is never
+    silently dropped: ``--only`` with no value, an unknown flag, a missing value are all errors."""
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--smoke", action="store_true", help="run with SMOKE=True (tiny sizes); or SMOKE=1 in the env")
-    parser.add_argument("--quick", action="store_true",
+    def error(self, message: str):
+        from kimina_edu.params import ParameterError
+
+        raise ParameterError(f"{message} (python -m kimina_edu.course --help lists the flags)")
+
+
+def _positive_seconds(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of seconds >= 1 (a per-cell deadline), got {text!r}")
+    return value
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = _OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    # None = not given: the environment (or the notebook's own default) decides
+    parser.add_argument("--smoke", action="store_const", const=True, help="run with SMOKE=True (tiny sizes); or SMOKE=1")
+    parser.add_argument("--quick", action="store_const", const=True,
                         help="run with QUICK=True (a first pass: chapters 4 and 5 a third as long); or QUICK=1 in the env")
     parser.add_argument("--model-id", help="MODEL_ID for every notebook (or MODEL_ID in the environment)")
     parser.add_argument("--seed", type=int, help="SEED for every notebook (or SEED in the environment)")
     parser.add_argument("--device", help="DEVICE for every notebook: auto, cpu, cuda, mps (or DEVICE in the env)")
-    parser.add_argument("--only", nargs="*", help="notebook number prefixes to run, e.g. 03 04")
+    parser.add_argument("--only", nargs="+", help="notebook number prefixes to run, e.g. 03 04")
     parser.add_argument("--runs-dir", default=str(REPO / "runs"))
-    parser.add_argument("--timeout", type=int, default=3600, help="per-cell timeout in seconds")
-    args = parser.parse_args(argv)
+    parser.add_argument("--timeout", type=_positive_seconds, default=3600, help="per-cell timeout in seconds (>= 1)")
+    return parser.parse_args(argv)
 
-    notebooks = list_notebooks(args.only)
-    if not notebooks:
-        print("no notebooks matched", file=sys.stderr)
-        return 2
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM (``timeout 3600 make course``, a closed terminal): stop as Ctrl-C does, marked INTERRUPTED."""
+
+
+def _on_sigterm(signum, frame):
+    raise _Terminated
+
+
+def _run_header(notebooks: list[Path], run_dir: Path, smoke: bool, overrides: dict[str, Any],
+                sources: dict[str, str], args: argparse.Namespace) -> str:
+    """One line with every setting of this run and where it came from."""
+    parts = [f"SMOKE={smoke} ({sources.get('SMOKE', 'default')})"]
+    for name in ("QUICK", "MODEL_ID", "SEED", "DEVICE"):
+        parts.append(f"{name}={overrides[name]!r} ({sources[name]})" if name in overrides
+                     else f"{name}: the notebook's default")
+    parts += [f"timeout {args.timeout} s per cell", f"only {' '.join(args.only)}" if args.only else "all notebooks"]
+    return f"running {len(notebooks)} notebooks into {run_dir} — " + ", ".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import signal
+
+    from kimina_edu.params import ParameterError
+
+    sources: dict[str, str] = {}
     try:
-        overrides = overrides_from(args)
+        args = _parse_args(argv)
+        notebooks = list_notebooks(args.only)
+        if not notebooks:
+            names = ", ".join(p.name[:2] for p in list_notebooks())
+            raise ParameterError(f"--only {' '.join(args.only or [])} matched no notebook; the notebooks are {names}")
+        overrides = overrides_from(args, sources=sources)
     except ParameterError as exc:
-        print(f"ParameterError: {exc}", file=sys.stderr)
+        print(f"ParameterError: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     smoke = bool(overrides.pop("SMOKE", False))
     runs = Path(args.runs_dir)
@@ -287,9 +346,9 @@ def main(argv: list[str] | None = None) -> int:
     marker = run_dir / "RUNNING"
     marker.write_text(json.dumps({"pid": os.getpid(), "started": datetime.now().isoformat(timespec="seconds"),
                                   "smoke": smoke, "overrides": overrides}) + "\n")
-    shown = "".join(f", {k}={v!r}" for k, v in overrides.items())
-    print(f"running {len(notebooks)} notebooks into {run_dir} (SMOKE={smoke}{shown})")
+    print(_run_header(notebooks, run_dir, smoke, overrides, sources, args), flush=True)
     results = []
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if _in_main_thread() else None
     try:
         for nb in notebooks:
             print(f"▶ {nb.name} …", flush=True)
@@ -302,11 +361,15 @@ def main(argv: list[str] | None = None) -> int:
             if not result.ok:
                 print("  " + result.error.replace("\n", "\n  ")[-3000:])
             results.append(result)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         marker.rename(run_dir / "INTERRUPTED")
-        print(f"\ninterrupted after {len(results)} of {len(notebooks)} notebooks: {run_dir} is marked INTERRUPTED; "
-              "runs/latest still points at the last finished run")
-        return 130
+        why = "terminated (SIGTERM)" if isinstance(exc, _Terminated) else "interrupted"
+        print(f"\n{why} after {len(results)} of {len(notebooks)} notebooks: {run_dir} is marked INTERRUPTED; "
+              "runs/latest still points at the last finished run", flush=True)
+        return 143 if isinstance(exc, _Terminated) else 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     missed = [line for r in results if r.ok for line in missed_goals(r.name, r.metrics)]
     table = summary_table(results) + "".join(f"\n{line}" for line in missed)
     (run_dir / "summary.txt").write_text(table + "\n")

@@ -149,7 +149,7 @@ def _loss_types() -> tuple[str, ...]:
 SPECS: dict[str, Spec] = {
     "SMOKE": Spec(_boolean, "True or False"),
     "QUICK": Spec(_boolean, "True or False"),
-    "SEED": Spec(_integer(0), "0"),
+    "SEED": Spec(_integer(0, 2**32 - 1), "0 (numpy's seeds stop at 2**32 - 1)"),
     "DEVICE": Spec(device_problem, '"auto"'),
     "MODEL_ID": Spec(_text, '"pocket"'),
     "OUTPUT_DIR": Spec(_text, '"."'),

@@ -287,3 +287,50 @@ def test_an_infinite_reward_stops_training_with_a_clear_error(tok, tmp_path):
     with pytest.raises(ValueError, match="non-finite.*reward function"):
         _trainer(tmp_path, tok, reward=broken).train()
     assert read_log(tmp_path / "log.jsonl") == [] and latest_checkpoint(tmp_path) is None
+
+
+def _lora_trainer(out, tok, r, targets=("q_proj", "v_proj")):
+    from peft import LoraConfig, get_peft_model
+
+    tr = _trainer(out, tok, steps=1)
+    torch.manual_seed(0)
+    tr.model = get_peft_model(tr.model, LoraConfig(r=r, lora_alpha=2 * r, target_modules=list(targets)))
+    tr.optimizer = torch.optim.AdamW([p for p in tr.model.parameters() if p.requires_grad], lr=1e-2)
+    return tr
+
+
+@pytest.mark.parametrize("saved_r, now_r", [(1, 8), (8, 32)])
+def test_resume_refuses_a_lora_of_another_rank_naming_the_shapes(tok, tmp_path, saved_r, now_r):
+    saved = _lora_trainer(tmp_path / "a", tok, saved_r)
+    path = saved.save_checkpoint()
+    other = _lora_trainer(tmp_path / "b", tok, now_r)
+    before = _weights(other)
+    with pytest.raises(CheckpointError, match=r"shape.*\(%d, .*\(%d, " % (saved_r, now_r)) as err:
+        other.resume_from(path)
+    assert "\n" not in str(err.value)
+    assert all(torch.equal(before[n], p) for n, p in other.model.named_parameters()), "weights changed before refusing"
+
+
+def test_resume_refuses_other_lora_targets(tok, tmp_path):
+    path = _lora_trainer(tmp_path / "a", tok, 4, targets=("q_proj",)).save_checkpoint()
+    other = _lora_trainer(tmp_path / "b", tok, 4, targets=("q_proj", "v_proj"))
+    with pytest.raises(CheckpointError, match="lacks weights this model trains"):
+        other.resume_from(path)
+
+
+@pytest.mark.parametrize("manifest", [
+    '{"format": "kimina-edu-checkpoint/1", "files": {"tensors.safetensors": 5, "state.json": 6}}',
+    '{"format": "kimina-edu-checkpoint/1", "files": ["tensors.safetensors", "state.json"]}',
+    "[" * 100_000 + "]" * 100_000,
+    '{"format": "kimina-edu-checkpoint/1", "files": {"tensors.safetensors": {"bytes": "x"}, "state.json": {}}}',
+    "\x00\xff not json",
+], ids=["info-not-object", "files-a-list", "deep", "bytes-not-int", "binary"])
+def test_a_damaged_newest_checkpoint_gives_way_to_the_newest_good_one(tmp_path, manifest, capsys):
+    good = save_state(tmp_path / "checkpoints" / "step_00001", _state())
+    bad = save_state(tmp_path / "checkpoints" / "step_00002", _state())
+    (bad / "manifest.json").write_bytes(manifest.encode("utf-8", "surrogateescape"))
+    with pytest.raises(CheckpointError):
+        load_state(bad)
+    assert latest_checkpoint(tmp_path) == good
+    said = capsys.readouterr()
+    assert "step_00002" in said.out + said.err and "step_00001" in said.out + said.err

@@ -154,3 +154,56 @@ def test_quick_runs_a_third_of_the_steps_and_is_not_judged_on_the_full_goals():
     done = {"smoke": False, "quick": True, "model": "pocket", "accuracy_before": 0.7, "accuracy_after": 0.71,
             "grpo_seconds": 90.0, "format_after": 1.0}
     assert course.missed_goals("04_grpo_from_scratch", done) == []
+
+
+# ---- issue 27: every flag and variable parsed once, "not given" explicit, validated, echoed
+
+def test_a_flag_wins_over_the_environment_even_when_it_is_zero(echo_course, monkeypatch, capsys):
+    monkeypatch.setenv("SEED", "5")
+    assert course.main(["--runs-dir", str(echo_course), "--seed", "0"]) == 0
+    assert _metrics(echo_course / "latest")["seed"] == 0
+    header = capsys.readouterr().out.splitlines()[0]
+    assert "SEED=0 (--seed)" in header and "MODEL_ID" in header and "timeout 3600 s" in header
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--only"], "--only"), (["--timeout", "0"], "--timeout"), (["--timeout", "-5"], "--timeout"),
+    (["--seed", "-1"], "SEED"), (["--seed", str(2**32)], "SEED"), (["--only", "42"], "--only"),
+    (["--device", "cuda:"], "DEVICE"), (["--device", "gpu"], "DEVICE"), (["--model-id", ""], "MODEL_ID"),
+    (["--seed"], "--seed"), (["--bogus"], "--bogus"),
+])
+def test_a_bad_flag_is_one_line_and_starts_nothing(echo_course, capsys, argv, words):
+    assert course.main(["--runs-dir", str(echo_course), *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert words in err and len(err.splitlines()) == 1, err
+    assert not echo_course.exists()
+
+
+def test_a_seed_numpy_refuses_is_refused_first(echo_course, monkeypatch, capsys):
+    monkeypatch.setenv("SEED", str(2**32))
+    assert course.main(["--runs-dir", str(echo_course)]) == 2
+    assert "SEED" in capsys.readouterr().err
+
+
+def test_sigterm_marks_the_run_interrupted(echo_course, tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    nbs = echo_course.parent / "notebooks"
+    slow = nbformat.read(nbs / "01_echo.ipynb", as_version=4)
+    slow.cells[1].source = "import time\ntime.sleep(600)"
+    nbformat.write(slow, nbs / "01_echo.ipynb")
+    code = (f"import sys; from kimina_edu import course; from pathlib import Path; course.NOTEBOOKS = Path({str(nbs)!r}); "
+            f"sys.exit(course.main(['--runs-dir', {str(echo_course)!r}]))")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while not list(echo_course.glob("*/RUNNING")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert list(echo_course.glob("*/RUNNING")), "the run never started"
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 143, out
+    assert not list(echo_course.glob("*/RUNNING")) and len(list(echo_course.glob("*/INTERRUPTED"))) == 1, out

@@ -44,7 +44,7 @@ def test_device_must_exist_here(monkeypatch):
 
 
 @pytest.mark.parametrize("name,value,words", [
-    ("SEED", True, "whole number"), ("SEED", "0", "whole number"), ("SEED", -1, "≥ 0"),
+    ("SEED", True, "whole number"), ("SEED", "0", "whole number"), ("SEED", -1, "between 0 and"), ("SEED", 2**32, "between 0 and"),
     ("N_SFT", 0, "≥ 1"), ("STEPS", 2.5, "whole number"), ("LATENCY", -0.1, "≥ 0"), ("FIX_RATE", 2, "≤ 1"),
     ("LR", math.nan, "finite"), ("LR", 0.0, "> 0"), ("SFT_LR", math.inf, "finite"), ("TASK", "chess", "one of"),
     ("LOSS_TYPE", "ppo", "one of"), ("MODEL_ID", "", "non-empty"), ("TEACHER", "gpt", "one of"),
