@@ -29,6 +29,8 @@ def build_once(path: Path, build: Callable[[Path], Any], problem: Callable[[Path
     """
     if not force and path.is_dir() and problem(path) is None:
         return path
+    if path.exists() and not path.is_dir():  # before building: the build would be thrown away at the end
+        raise RuntimeError(f"{path} is a file where the {what} cache folder belongs: move it away, then run again")
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.parent / f".{path.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building it: wait, then look again

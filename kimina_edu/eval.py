@@ -19,6 +19,8 @@ import numpy as np
 
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k for one problem with ``c`` correct out of ``n`` samples."""
+    if not all(isinstance(x, int | np.integer) and not isinstance(x, bool) for x in (n, c, k)):
+        raise ValueError(f"pass_at_k counts must be whole numbers; got n={n!r}, c={c!r}, k={k!r}")
     if not 0 <= c <= n or k < 1 or k > n:
         raise ValueError(f"need 0 <= c <= n and 1 <= k <= n; got n={n}, c={c}, k={k}")
     if n - c < k:
@@ -37,8 +39,17 @@ def best_at_k(correct: list[float] | np.ndarray, k: int, n_bootstrap: int = 1000
 
 
 def mean_pass_at_k(results: list[list[float]], k: int) -> float:
-    """pass@k averaged over problems; ``results[i]`` = the 0/1 outcomes of problem i's samples."""
-    return float(np.mean([pass_at_k(len(r), int(sum(r)), k) for r in results]))
+    """pass@k averaged over problems; ``results[i]`` = the 0/1 outcomes of problem i's samples.
+    pass@k counts successes, so a reward that is not exactly 0 or 1 (a partial score, NaN, text) is
+    refused rather than summed into a count."""
+    counts = []
+    for i, r in enumerate(results):
+        r = list(r)
+        bad = next((x for x in r if isinstance(x, str) or not (x == 0 or x == 1)), None) if r else "no samples"
+        if bad is not None:
+            raise ValueError(f"pass@k needs 0/1 outcomes; problem {i} has {bad!r} (binarize rewards first, e.g. r == 1.0)")
+        counts.append(pass_at_k(len(r), int(sum(int(x) for x in r)), k))
+    return float(np.mean(counts))
 
 
 def mean_best_at_k(results: list[list[float]], k: int, seed: int = 42) -> float:

@@ -87,15 +87,24 @@ def lab_command(root: Path = WORKSPACE, extra: list[str] | None = None, is_root:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``make lab``; a setup problem (no notebooks, a file where ``runs/lab`` belongs, a broken settings
+    file, JupyterLab missing) is one line and exit 2, not a traceback."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="prepare runs/lab/ and print the command only")
     args, extra = parser.parse_known_args(argv)
-    for line in prepare_workspace():
-        print(line)
-    write_lab_settings()
-    cmd = lab_command(extra=extra)
-    if not Path(cmd[0]).exists():
-        raise RuntimeError(f"{cmd[0]} is missing: JupyterLab is installed by `make lab` (requirements-lab.lock)")
+    try:
+        if WORKSPACE.exists() and not WORKSPACE.is_dir():
+            raise RuntimeError(f"{WORKSPACE} is a file where your notebooks' folder belongs: move it away, then "
+                               "rerun `make lab`")
+        for line in prepare_workspace(WORKSPACE, NOTEBOOKS):
+            print(line)
+        write_lab_settings()
+        cmd = lab_command(WORKSPACE, extra=extra)
+        if not Path(cmd[0]).exists():
+            raise RuntimeError(f"{cmd[0]} is missing: JupyterLab is installed by `make lab` (requirements-lab.lock)")
+    except (RuntimeError, OSError) as exc:
+        print(f"make lab: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
     print(f"your notebooks: {WORKSPACE} (notebooks/ stays as shipped)")
     print(" ".join(cmd))
     if args.dry_run:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 import os
 import tempfile
 import traceback
@@ -38,6 +39,10 @@ class LearnerError(Exception):
 
 class ParameterError(LearnerError, ValueError):
     """A notebook parameter with the wrong type, out of range, or naming something absent."""
+
+
+class SetupError(LearnerError, RuntimeError):
+    """Something on the learner's machine is in the way (a file where a folder belongs, a missing install)."""
 
 
 @dataclass(frozen=True)
@@ -113,8 +118,9 @@ def device_problem(device: Any) -> str | None:
         return f"must be a string such as 'auto', not {type(device).__name__} {device!r}"
     if device in ("auto", "cpu"):
         return None
-    kind, _, index = device.partition(":")
-    if kind == "cuda" and (index == "" or index.isdigit()):
+    cuda = re.fullmatch(r"cuda(?::([0-9]+))?", device, flags=re.ASCII)  # what torch.device accepts, no more
+    index = cuda.group(1) or "" if cuda else ""
+    if cuda:
         import torch
 
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -304,6 +310,7 @@ __all__ = [
     "SPECS",
     "LearnerError",
     "ParameterError",
+    "SetupError",
     "Spec",
     "check_params",
     "device_problem",

@@ -35,11 +35,16 @@ def print_versions(packages: tuple[str, ...] | list[str] = DEFAULT_PACKAGES) -> 
 
 
 def resolve_device(device: str | None = "auto") -> str:
-    """"auto" → "cuda" when a GPU is visible, else "cpu"; anything else is passed through."""
+    """"auto" → "cuda" when a GPU is visible, else "cpu"; any other device is checked
+    (:func:`kimina_edu.params.device_problem`) so a wrong one is one line now, not a torch error later."""
     if device in (None, "auto"):
         import torch
 
         return "cuda" if torch.cuda.is_available() else "cpu"
+    from kimina_edu.params import ParameterError, device_problem
+
+    if (problem := device_problem(device)) is not None:
+        raise ParameterError(f"device {problem}")
     return device
 
 
@@ -68,7 +73,18 @@ def cache_dir() -> Path:
     if not root:
         root = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "kimina-edu")
     path = Path(root)
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        from kimina_edu.params import SetupError
+
+        where = "KIMINA_EDU_CACHE" if os.environ.get("KIMINA_EDU_CACHE") else "the cache folder"
+        raise SetupError(f"{where} points at {path}, which cannot be a folder ({exc.strerror or exc}): set "
+                         "KIMINA_EDU_CACHE to a folder you can write, or move that file away") from None
+    if not path.is_dir():
+        from kimina_edu.params import SetupError
+
+        raise SetupError(f"KIMINA_EDU_CACHE points at {path}, which is a file: set it to a folder, or move the file away")
     return path
 
 

@@ -106,7 +106,9 @@ def grpo_config(cfg: TrainConfig, output_dir: str, *, use_cpu: bool = True, **ov
         max_grad_norm=cfg.max_grad_norm, loss_type=cfg.loss_type, scale_rewards=cfg.scale, epsilon=cfg.eps_low,
         epsilon_high=cfg.eps_high if cfg.eps_high is not None else cfg.eps_low, beta=cfg.beta,
         mask_truncated_completions=cfg.mask_truncated, seed=cfg.seed, reward_weights=REWARD_WEIGHTS,
-        lr_scheduler_type="constant", warmup_steps=0, logging_steps=1, save_strategy="no", report_to="none",
+        lr_scheduler_type="constant", warmup_steps=0, logging_steps=1, report_to="none",
+        # checkpoint_every counts our steps; TRL's max_steps counts each of the `epochs` passes as a step
+        save_strategy="steps" if cfg.checkpoint_every else "no", save_steps=max(1, cfg.checkpoint_every * cfg.epochs),
         activation_checkpointing=False, use_cpu=use_cpu, bf16=False, disable_tqdm=True, dataloader_num_workers=0,
     )
     kwargs.update(overrides)

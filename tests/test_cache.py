@@ -76,3 +76,25 @@ def test_a_failed_build_leaves_nothing_behind(tmp_path):
         build_once(tmp_path / "a", build, lambda p: None)
     assert not (tmp_path / "a").exists()
     assert [p.name for p in tmp_path.iterdir() if p.is_dir()] == []
+
+
+def test_a_plain_file_where_the_cache_folder_belongs_is_refused_before_building(tmp_path):
+    target = tmp_path / "artifact"
+    target.write_text("not a folder")
+    built = []
+    with pytest.raises(RuntimeError, match="is a file") as err:
+        build_once(target, lambda tmp: built.append(tmp), lambda p: None, what="test artifact")
+    assert built == [], "the build ran and was thrown away"
+    assert target.read_text() == "not a folder" and "\n" not in str(err.value)
+
+
+def test_a_cache_root_that_is_a_file_is_one_line(tmp_path, monkeypatch):
+    from kimina_edu.params import LearnerError
+    from kimina_edu.runtime import cache_dir
+
+    blocked = tmp_path / "cache-file"
+    blocked.write_text("x")
+    monkeypatch.setenv("KIMINA_EDU_CACHE", str(blocked))
+    with pytest.raises(LearnerError, match="KIMINA_EDU_CACHE") as err:
+        cache_dir()
+    assert "\n" not in str(err.value)

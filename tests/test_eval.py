@@ -30,3 +30,20 @@ def test_means_over_problems():
     results = [[1, 0, 0, 0], [1, 1, 1, 1], [0, 0, 0, 0]]
     assert mean_pass_at_k(results, 1) == pytest.approx(np.mean([0.25, 1.0, 0.0]))
     assert 0.0 <= mean_best_at_k(results, 4) <= mean_pass_at_k(results, 4)
+
+
+@pytest.mark.parametrize("results", [[[1, 0.5, 0]], [[2, 0]], [[float("nan"), 1]], [[1, "1"]], [[]], [[-1, 1]]])
+def test_pass_at_k_refuses_rewards_that_are_not_0_or_1(results):
+    with pytest.raises(ValueError) as err:
+        mean_pass_at_k(results, 1)
+    assert "0/1" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_pass_at_k_accepts_bools_and_whole_floats():
+    assert mean_pass_at_k([[True, False], [1.0, 0.0]], 1) == 0.5
+
+
+@pytest.mark.parametrize("n, c, k", [(4, 2.5, 1), (4.0, 2, 1), (4, 2, True)])
+def test_pass_at_k_counts_must_be_whole(n, c, k):
+    with pytest.raises(ValueError):
+        pass_at_k(n, c, k)

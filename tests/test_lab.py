@@ -53,3 +53,20 @@ def test_lab_settings_turn_on_widget_state_and_keep_other_overrides(tmp_path):
         path.write_text(shape)
         with pytest.raises(RuntimeError, match="fix or delete"):
             write_lab_settings(tmp_path)
+
+
+def test_a_broken_setup_is_one_line_not_a_traceback(tmp_path, monkeypatch, capsys):
+    from kimina_edu import lab
+
+    monkeypatch.setattr(lab, "NOTEBOOKS", tmp_path / "nowhere")
+    assert lab.main(["--dry-run"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "no notebooks" in err and len(err.splitlines()) == 1
+
+    blocked = tmp_path / "runs-lab-is-a-file"
+    blocked.write_text("x")
+    monkeypatch.setattr(lab, "NOTEBOOKS", lab.REPO / "notebooks")
+    monkeypatch.setattr(lab, "WORKSPACE", blocked)
+    assert lab.main(["--dry-run"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert str(blocked) in err and len(err.splitlines()) == 1

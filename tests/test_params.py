@@ -224,3 +224,21 @@ def test_no_sft_questions_is_a_clear_error():
 
     with pytest.raises(ValueError, match="N_SFT=0"):
         make_sft_examples([])
+
+
+@pytest.mark.parametrize("device", ["cuda:", "cuda:٣", "cuda:-1", "cuda:0:1", " cuda", "CUDA", "cuda:01x"])
+def test_device_strings_that_torch_would_refuse_later_are_refused_now(monkeypatch, device):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
+    assert "DEVICE" in _problem(DEVICE=device)
+
+
+@pytest.mark.parametrize("device", ["gpu", "cuda:", 3, "cpu "])
+def test_resolve_device_refuses_in_one_line(device):
+    from kimina_edu.params import ParameterError
+    from kimina_edu.runtime import resolve_device
+
+    with pytest.raises(ParameterError) as err:
+        resolve_device(device)
+    assert "\n" not in str(err.value)
+    assert resolve_device("cpu") == "cpu" and resolve_device(None) in ("cpu", "cuda")

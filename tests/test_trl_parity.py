@@ -70,3 +70,10 @@ def test_config_mapping_and_version():
     assert args.epsilon_high == 0.28 and not args.bf16
     with pytest.raises(ValueError, match="buffer"):
         grpo_config(TrainConfig(), "/tmp/unused")
+
+
+def test_checkpoint_every_reaches_trl():
+    cfg = TrainConfig.cpu_pocket(steps=10, epochs=2, checkpoint_every=3)
+    args = grpo_config(cfg, "/tmp/unused")
+    assert (str(args.save_strategy), args.save_steps) in (("steps", 6), ("SaveStrategy.STEPS", 6))
+    assert str(grpo_config(TrainConfig.cpu_pocket(steps=10), "/tmp/unused").save_strategy) in ("no", "SaveStrategy.NO")

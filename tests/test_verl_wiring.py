@@ -161,3 +161,14 @@ def test_second_turn_mixing():
     off = _Rows([to_verl_row(PROBLEMS[0], "train")], multiturn=False)
     off.on_batch_end(batch)
     assert len(off.second_turns) == 0 and off.format_errors["NONE"] == 4
+
+
+def test_the_model_given_is_the_model_used_in_every_preset():
+    for preset in PRESETS:
+        rows = dict(recipe_overrides(preset, model="my-org/my-prover")).keys()
+        assert "actor_rollout_ref.model.path=my-org/my-prover" in rows, preset
+    assert "actor_rollout_ref.model.path=AI-MO/Kimina-Prover-Distill-0.6B" in dict(recipe_overrides("one_gpu"))
+    assert "actor_rollout_ref.model.path=AI-MO/Kimina-Prover-Distill-1.7B" in dict(recipe_overrides("full"))
+    assert "actor_rollout_ref.model.path=AI-MO/Kimina-Prover-Distill-0.6B" in dict(recipe_overrides("full", model="0.6B"))
+    with pytest.raises(ValueError, match="model"):
+        recipe_overrides("full", model="")

@@ -19,7 +19,7 @@ MODELS = {"1.7B": "AI-MO/Kimina-Prover-Distill-1.7B", "0.6B": "AI-MO/Kimina-Prov
 PRESETS = ("full", "dry_run", "one_gpu")
 
 
-def recipe_overrides(preset: str = "full", *, n_gpus: int | None = None, model: str = "1.7B",
+def recipe_overrides(preset: str = "full", *, n_gpus: int | None = None, model: str | None = None,
                      data_dir: str | Path = "prompt_sets", logger: str = "console",
                      package_dir: str | Path = PACKAGE_DIR) -> list[tuple[str, str]]:
     """``[(hydra_override, source_comment), …]`` for ``python -m verl.trainer.main_ppo``.
@@ -28,13 +28,18 @@ def recipe_overrides(preset: str = "full", *, n_gpus: int | None = None, model: 
     (8 samples, short lengths, no error correction); ``one_gpu`` — the 0.6B model on one 80 GB card.
     ``package_dir``: where verl finds ``dataset.py`` and ``reward.py`` — this machine's copy by
     default; :func:`launch_script` passes :data:`PACKAGE_IN_REPO` so a script carries no local path.
+    ``model``: a key of :data:`MODELS` ("1.7B", "0.6B") or a hub id / path; by default the preset's
+    (0.6B for ``one_gpu``, else 1.7B). A model given is the model used, in every preset.
     """
     if preset not in PRESETS:
         raise ValueError(f"preset must be one of {PRESETS}; got {preset!r}")
+    if model is not None and (not isinstance(model, str) or not model.strip()):
+        raise ValueError(f"model must be one of {list(MODELS)} or a hub id / path; got {model!r}")
     full = preset == "full"
     one = preset == "one_gpu"
     n_gpus = n_gpus or (1 if one else 8)
-    model_path = MODELS.get("0.6B" if one else model, model)
+    model = model or ("0.6B" if one else "1.7B")
+    model_path = MODELS.get(model, model)
     prompt_len, response_len = {"full": (8192, 24576), "dry_run": (1684, 6508), "one_gpu": (2048, 8192)}[preset]
     batch, mini = {"full": (256, 32), "dry_run": (8, 8), "one_gpu": (32, 8)}[preset]
     data, package = Path(data_dir), Path(package_dir)
