@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import html
 import math
-import re
 import os
+import re
 import tempfile
 import traceback
 from collections.abc import Callable, Iterable, Mapping

@@ -305,7 +305,7 @@ def test_resume_refuses_a_lora_of_another_rank_naming_the_shapes(tok, tmp_path, 
     path = saved.save_checkpoint()
     other = _lora_trainer(tmp_path / "b", tok, now_r)
     before = _weights(other)
-    with pytest.raises(CheckpointError, match=r"shape.*\(%d, .*\(%d, " % (saved_r, now_r)) as err:
+    with pytest.raises(CheckpointError, match=rf"shape.*\({saved_r}, .*\({now_r}, ") as err:
         other.resume_from(path)
     assert "\n" not in str(err.value)
     assert all(torch.equal(before[n], p) for n, p in other.model.named_parameters()), "weights changed before refusing"
