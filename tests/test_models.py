@@ -70,3 +70,18 @@ def test_a_fresh_lora_is_a_function_of_the_seed_alone():
     state = torch.random.get_rng_state()
     load_policy("pocket", lora=lora_config(), seed=3, verbose=False)
     assert torch.equal(state, torch.random.get_rng_state()), "seeding the adapter leaves the global generator alone"
+
+
+@pytest.mark.parametrize("contents", [{}, {"notes.txt": "hello"}, {"tokenizer.json": "{}"}, {"config.json": "{}"},
+                                      {"config.json": "{}", "model.safetensors": "x"}])
+def test_a_folder_without_a_model_is_one_clear_line(tmp_path, contents):
+    """MODEL_ID pointing at a folder that holds no model (an empty folder, the wrong folder) used
+    to end in a page of tokenizer-conversion traceback; it must say which folder and what to do."""
+    for name, text in contents.items():
+        (tmp_path / name).write_text(text)
+    with pytest.raises(ModelUnavailableError) as err:
+        load_policy(str(tmp_path), verbose=False)
+    msg = str(err.value)
+    assert "\n" not in msg and str(tmp_path) in msg and "config.json" in msg and "MODEL_ID='pocket'" in msg
+    with pytest.raises(ModelUnavailableError):
+        choose_model(str(tmp_path))

