@@ -344,11 +344,12 @@ def main(argv: list[str] | None = None) -> int:
     runs = Path(args.runs_dir)
     run_dir = _new_run_dir(runs)
     marker = run_dir / "RUNNING"
+    # the handler is in place before the marker exists: a SIGTERM seen by anyone who saw RUNNING is caught
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if _in_main_thread() else None
     marker.write_text(json.dumps({"pid": os.getpid(), "started": datetime.now().isoformat(timespec="seconds"),
                                   "smoke": smoke, "overrides": overrides}) + "\n")
     print(_run_header(notebooks, run_dir, smoke, overrides, sources, args), flush=True)
     results = []
-    previous = signal.signal(signal.SIGTERM, _on_sigterm) if _in_main_thread() else None
     try:
         for nb in notebooks:
             print(f"▶ {nb.name} …", flush=True)
