@@ -23,9 +23,28 @@ SENTENCE = ("The cat sat on the mat because it was warm in the afternoon sun, "
             "and the children played quietly in the garden.")
 
 
+# The learner's cache as it was when pytest collected this file: other modules point KIMINA_EDU_CACHE at
+# temporary caches for the whole session, which would hide the folder `make smollm2` built.
+_USER_CACHE = os.environ.get("KIMINA_EDU_CACHE")
+
+
+def _users_cache(mp: pytest.MonkeyPatch) -> None:
+    if _USER_CACHE is None:
+        mp.delenv("KIMINA_EDU_CACHE", raising=False)
+    else:
+        mp.setenv("KIMINA_EDU_CACHE", _USER_CACHE)
+
+
+@pytest.fixture(autouse=True)
+def users_cache(monkeypatch):
+    _users_cache(monkeypatch)
+
+
 @pytest.fixture(scope="session")
 def real_folder() -> Path:
-    path = smollm2.converted_dir()
+    with pytest.MonkeyPatch.context() as mp:
+        _users_cache(mp)
+        path = smollm2.converted_dir()
     reason = smollm2.converted_problem(path) if path.is_dir() else "does not exist"
     if reason is not None:
         pytest.fail(f"the converted SmolLM2 folder {path} {reason}: run `make smollm2` (make test does it first)")
@@ -34,7 +53,9 @@ def real_folder() -> Path:
 
 @pytest.fixture(scope="session")
 def real_policy(real_folder):
-    model, tok = load_policy("smollm2", device="cpu", verbose=False)
+    with pytest.MonkeyPatch.context() as mp:
+        _users_cache(mp)
+        model, tok = load_policy("smollm2", device="cpu", verbose=False)
     return model.eval(), tok
 
 

@@ -21,11 +21,12 @@ from kimina_edu.trl_bridge import (
 
 @pytest.fixture(scope="module")
 def policy(tmp_path_factory):
-    import os
-
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ["KIMINA_EDU_CACHE"] = str(tmp_path_factory.getbasetemp() / "model-cache")
-    return load_policy("pocket", recipe=PocketRecipe.smoke(), verbose=False)
+    # module-scoped, so no monkeypatch: set and then restore by hand (a leaked KIMINA_EDU_CACHE hid the
+    # learner's converted SmolLM2 from tests/test_smollm2.py, which runs later)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        mp.setenv("KIMINA_EDU_CACHE", str(tmp_path_factory.getbasetemp() / "model-cache"))
+        yield load_policy("pocket", recipe=PocketRecipe.smoke(), verbose=False)
 
 
 @pytest.mark.parametrize("loss_type", LOSS_TYPES)
