@@ -295,7 +295,7 @@ def test_drip_fed_body_is_cut_by_the_request_timeout():
         verdicts = LeanVerifier(url, http_timeout=1, retries=2, backoff=0.01, line_scheme="absolute").verify(CODES[:4])
         took = time.perf_counter() - start
     assert [v.status for v in verdicts] == ["timeout_error"] * 4
-    assert took < 5
+    assert took < 30  # a hang catcher: an uncut drip never ends
 
 
 def test_a_server_that_never_answers_costs_about_retries_times_the_timeout_not_every_wave():
@@ -306,7 +306,7 @@ def test_a_server_that_never_answers_costs_about_retries_times_the_timeout_not_e
         took = time.perf_counter() - start
     assert len(verdicts) == 16 and not any(v.valid for v in verdicts)
     assert {v.status for v in verdicts} <= {"timeout_error", "server_error"}
-    assert took < 5, took  # 8 waves x 2 tries x 1 s = 16 s without the breaker
+    assert took < 12, took  # 8 waves x 2 tries x 1 s = 16 s without the breaker (about 2 s with it, idle)
 
 
 def test_overall_deadline_holds_whatever_the_per_request_timeouts():
@@ -315,7 +315,7 @@ def test_overall_deadline_holds_whatever_the_per_request_timeouts():
         verdicts = LeanVerifier(url, http_timeout=30, retries=3, line_scheme="absolute").verify(CODES, deadline=1)
         took = time.perf_counter() - start
     assert [v.status for v in verdicts] == ["timeout_error"] * 8 and "deadline" in verdicts[0].error
-    assert took < 3
+    assert took < 15  # without the deadline: 3 tries x 30 s
 
 
 def test_slow_dns_is_abandoned_at_the_deadline(monkeypatch):
@@ -332,7 +332,7 @@ def test_slow_dns_is_abandoned_at_the_deadline(monkeypatch):
     verdicts = v.verify(CODES[:2], deadline=1)
     assert [x.status for x in verdicts] == ["timeout_error"] * 2
     assert v.health(deadline=1) is False
-    assert time.perf_counter() - start < 4
+    assert time.perf_counter() - start < 15  # without the deadline: 20 s of DNS, twice
 
 
 def test_response_size_cap_stops_a_gzip_bomb():
@@ -349,4 +349,4 @@ def test_response_size_cap_stops_a_gzip_bomb():
         verdicts = LeanVerifier(url, max_response_bytes=2**20, retries=1, line_scheme="absolute").verify(CODES[:2])
         took = time.perf_counter() - start
     assert [v.status for v in verdicts] == ["server_error"] * 2 and "over" in verdicts[0].error
-    assert took < 5
+    assert took < 30  # a hang catcher (inflating 200 MB per try would take far longer on a busy machine)

@@ -98,4 +98,4 @@ def test_one_megabyte_adversarial_input_is_linear(piece):
     check_format(text, P["formal_statement"])
     check_format("<think>" + text + "</think>\n```lean4\nx\n```", P["formal_statement"])
     extract_proof(text, P["formal_statement"])
-    assert time.perf_counter() - start < 1.0
+    assert time.perf_counter() - start < 20  # a hang catcher: quadratic would take minutes (benchmarks time it)

