@@ -107,10 +107,28 @@ def export_html(executed: Path) -> Path | None:
     return html
 
 
+def _with_solutions(path: Path, workdir: Path) -> Path:
+    """``path`` itself when it has no stub cell; otherwise a copy in ``workdir`` with every stub filled by its
+    solution (:mod:`kimina_edu.stubs`). The notebook in ``notebooks/`` is never written."""
+    from kimina_edu.stubs import inject_solutions
+
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    if not inject_solutions(nb):
+        return path
+    filled = workdir / path.name
+    filled.write_text(json.dumps(nb, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    return filled
+
+
 def run_notebook(
-    path: Path, output_dir: Path, *, smoke: bool, timeout: int = 3600, extra: dict[str, Any] | None = None
+    path: Path, output_dir: Path, *, smoke: bool, timeout: int = 3600, extra: dict[str, Any] | None = None,
+    inject_solutions: bool = True,
 ) -> NotebookResult:
-    """Execute one notebook into ``output_dir`` and read back its ``metrics.json``."""
+    """Execute one notebook into ``output_dir`` and read back its ``metrics.json``. With ``inject_solutions``
+    (the default: ``make course`` and the tests) each ``stub`` cell runs its solution from
+    ``notebooks/solutions/derive.py``; without it the stubs run as a learner gets them."""
+    import tempfile
+
     import papermill
 
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -118,9 +136,11 @@ def run_notebook(
     params = {"SMOKE": smoke, "OUTPUT_DIR": str(output_dir.resolve()), **(extra or {})}
     start = time.perf_counter()
     error = ""
+    workdir = tempfile.TemporaryDirectory(prefix="kimina-solutions-")
     try:
+        source = _with_solutions(path, Path(workdir.name)) if inject_solutions else path
         papermill.execute_notebook(
-            str(path),
+            str(source),
             str(executed),
             parameters=params,
             cwd=str(NOTEBOOKS),
@@ -131,6 +151,8 @@ def run_notebook(
         )
     except Exception as exc:  # noqa: BLE001 — reported with the failing cell below
         error = (_failing_cell(executed) or "") + "\n" + _failure_message(exc)
+    finally:
+        workdir.cleanup()
     seconds = time.perf_counter() - start
     metrics_path = output_dir / "metrics.json"
     metrics = json.loads(metrics_path.read_text()) if metrics_path.exists() and not error else {}

@@ -78,7 +78,7 @@ def check_04(m):
     assert m["logprob_objective_change"] > 0, "one update must raise the advantage-weighted log-prob"
     assert "greedy" in m["sampler_accuracy"] and len(m["sampler_accuracy"]) == 3
     assert all(0.0 <= v <= 1.0 for v in m["sampler_accuracy"].values())
-    assert m["derive_checks"] == {"grpo_loss": True, "own_loop_trains": True}
+    assert m["derive_checks"] == {"completion_logprobs": True, "grpo_loss": True, "own_loop_trains": True}
     assert len(m["own_loop"]) == 2
 
 
@@ -201,7 +201,7 @@ def check_hub_04(m, course):
         "chapters 4 and 5 must find chapter 3's adapter, not train another"
     assert m["steps"] == m["config"]["steps"] == 6 and m["n_eval"] == 40
     assert m["config"]["lr"] == 1e-4 and m["config"]["max_new_tokens"] == 32, "the hub SMOKE preset"
-    assert m["derive_checks"] == {"grpo_loss": True, "own_loop_trains": True}
+    assert m["derive_checks"] == {"completion_logprobs": True, "grpo_loss": True, "own_loop_trains": True}
     for key in ("accuracy_before", "accuracy_after", "format_before", "format_after"):
         assert 0.0 <= m[key] <= 1.0
 
