@@ -135,6 +135,19 @@ def test_notebook_smoke(notebook, smoke_env, tmp_path):
     assert not spam, f"{notebook.name}: {spam}"
 
 
+def test_unfilled_stubs_run_on_the_package_version(smoke_env, tmp_path):
+    """A learner's notebook as `make lab` gives it (the stubs not written): each grader says so in one line and
+    the notebook goes on with the package's function to the end."""
+    notebook = next(p for p in list_notebooks(["09"]))
+    result = run_notebook(notebook, tmp_path / notebook.stem, smoke=True, timeout=600, inject_solutions=False)
+    assert result.ok, f"{notebook.name} with its stub unfilled failed:\n{result.error[-6000:]}"
+    assert result.metrics["derive_checks"] == {"pass_at_k": False}
+    text = [line for cell in json.loads((result.output_dir / notebook.name).read_text())["cells"]
+            for out in cell.get("outputs", []) for line in "".join(out.get("text", "")).splitlines()]
+    assert "✗ my_pass_at_k: not written yet (NotImplementedError) — using the package's version" in text
+    assert result.metrics["pass_at_k"]["8"] >= result.metrics["best_at_k"]["8"], "the rest ran on the package's pass_at_k"
+
+
 def _log_spam(executed: Path) -> list[str]:
     """Per-step trainer logs in an executed notebook's outputs: Hugging Face's ``PrinterCallback``
     prints every log as a dict, and its notebook callback grows a table by one row per step. A
