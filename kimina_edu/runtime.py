@@ -214,6 +214,13 @@ def use_progress_bar(trainer, desc: str):
 
         def on_train_end(self, args, state, control, **kwargs):
             if self.bar is not None:
+                done = self.bar.n
+                if self.bar.total and done < self.bar.total:
+                    # an early stop (a dev target, a collapse guard): the saved bar must read 100% of
+                    # what ran and say why, not "50%" beside "target reached"
+                    self.bar.set_description(f"{desc} (stopped early: {done} of {self.bar.total} steps)")
+                    self.bar.reset(total=done)  # tqdm.notebook's reset also sets the widget's maximum
+                    self.bar.update(done)
                 self.bar.close()
                 self.bar = None
 
