@@ -1,7 +1,11 @@
 """Fixtures several test modules share: no test leaves localhost, and every model artifact a test
 builds lands in a temporary cache, never the learner's ``~/.cache/kimina-edu``."""
 
+import os
+from pathlib import Path
+
 import pytest
+from real_models import share_real_smollm2
 
 
 @pytest.fixture
@@ -9,6 +13,7 @@ def offline_shared_cache(monkeypatch, tmp_path_factory):
     """Offline, with one cache for the whole session: artifacts (the SMOKE adapter…) are built once."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("KIMINA_EDU_CACHE", str(tmp_path_factory.getbasetemp() / "model-cache"))
+    share_real_smollm2(tmp_path_factory.getbasetemp() / "model-cache")
 
 
 @pytest.fixture
@@ -25,3 +30,16 @@ def smollm_shaped(tmp_path_factory):
     from smollm_shaped import build_smollm_shaped
 
     return build_smollm_shaped(tmp_path_factory.mktemp("smollm-shaped"))
+
+
+@pytest.fixture(scope="session")
+def smoke_env(tmp_path_factory):
+    """For notebook runs: one cache for the session, so chapter artifacts (pocket model, adapter) are built
+    once (the same folder the unit tests build the SMOKE pocket model in), with the learner's real SmolLM2
+    linked in; offline, no test leaves localhost."""
+    cache = os.environ.get("KIMINA_EDU_TEST_CACHE") or str(tmp_path_factory.getbasetemp() / "model-cache")
+    os.environ["KIMINA_EDU_CACHE"] = cache
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    share_real_smollm2(cache)
+    return Path(cache)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 
 import pytest
@@ -68,6 +67,9 @@ def check_03(m):
     assert m["model"] == "pocket" and m["n_eval"] == 40 and m["n_sft"] == 64
     assert m["sft_format_rate"] > m["baseline_format_rate"], "SFT must raise the format rate"
     assert m["teacher"].startswith("rule-based")
+    look = m["smollm2_zero_shot"]  # the real SmolLM2 (make smollm2, linked into the test cache) beside the pocket model
+    assert look is not None and look["n"] == 3, "chapter 3 must show the real SmolLM2's zero-shot answers"
+    assert look["format_rate"] <= 1 / 3, "the prose says untouched SmolLM2 almost never writes the format"
 
 
 def check_04(m):
@@ -110,17 +112,6 @@ def check_09(m):
 
 CHECKS = {"00": check_00, "01": check_01, "02": check_02, "03": check_03, "04": check_04, "05": check_05,
           "06": check_06, "07": check_07, "08": check_08, "09": check_09}
-
-
-@pytest.fixture(scope="session")
-def smoke_env(tmp_path_factory):
-    """Notebooks share one cache so chapter artifacts (pocket model, adapter) are built once."""
-    # the same folder the unit tests build the smoke pocket model in: it is built once per session
-    cache = os.environ.get("KIMINA_EDU_TEST_CACHE") or str(tmp_path_factory.getbasetemp() / "model-cache")
-    os.environ["KIMINA_EDU_CACHE"] = cache
-    os.environ["HF_HUB_OFFLINE"] = "1"  # no test leaves localhost
-    os.environ["TOKENIZERS_PARALLELISM"] = "false"
-    return Path(cache)
 
 
 @pytest.mark.parametrize("notebook", list_notebooks(), ids=lambda p: p.stem)

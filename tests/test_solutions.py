@@ -6,9 +6,6 @@ metrics.json; a chapter with fewer than three checked solutions fails.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
 from kimina_edu.course import NOTEBOOKS, list_notebooks, run_notebook
@@ -20,15 +17,6 @@ def test_every_chapter_has_solutions():
     chapters = {p.name[:2] for p in list_notebooks()}
     have = {p.name[:2] for p in SOLUTIONS}
     assert chapters <= have, f"chapters without a solutions notebook: {sorted(chapters - have)}"
-
-
-@pytest.fixture(scope="session")
-def smoke_env(tmp_path_factory):
-    cache = os.environ.get("KIMINA_EDU_TEST_CACHE") or str(tmp_path_factory.getbasetemp() / "model-cache")
-    os.environ["KIMINA_EDU_CACHE"] = cache
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ["TOKENIZERS_PARALLELISM"] = "false"
-    return Path(cache)
 
 
 @pytest.mark.parametrize("notebook", SOLUTIONS, ids=lambda p: p.stem)
