@@ -120,6 +120,18 @@ def kl_k3_cases(seed: int = 0) -> dict[str, tuple]:
 # ---- chapter 4: a model's log-probs and the GRPO loss
 
 
+def model_atol(model, fp32: float = 1e-4, low_precision: float = 1e-1) -> float:
+    """The tolerance for comparing two log-prob computations on ``model``: ``fp32`` when its weights are float32
+    (every CPU run, the tests), ``low_precision`` in bf16/fp16 (CUDA, :func:`kimina_edu.models.policy_dtype`).
+    Two correct functions that take different kernel paths (every position's logits or ``logits_to_keep``, a
+    mask or none) can differ there by one bf16 rounding of a logit, ~0.03 at |logit| ≈ 8 (an estimate, not
+    measured on a GPU here); a wrong position or a missing log-softmax is off by whole units."""
+    import torch
+
+    dtype = model.get_input_embeddings().weight.dtype if hasattr(model, "get_input_embeddings") else torch.float32
+    return fp32 if dtype == torch.float32 else low_precision
+
+
 def completion_logprobs_one(model, prompt: list[int], completion: list[int]):
     """The package's ``completion_logprobs`` on a batch of one: the completion's ``[T]`` log-probs."""
     from kimina_edu.trainer import Rollout, completion_logprobs

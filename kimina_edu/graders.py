@@ -231,7 +231,7 @@ def grade(name: str, fn: Callable, reference: Callable, cases: Mapping[str, Any]
             return _verdict(name, False, f"✗ {name}: case {case_name!r} — comparing raised {type(exc).__name__}: "
                             f"{_message(exc)} — using the package's version", len(cases), reference, quiet)
     grads = " (values and gradients)" if any(isinstance(c, Case) and c.grad_wrt for c in cases.values()) else ""
-    return _verdict(name, True, f"✓ {name} matches the package on {len(cases)} cases{grads}", len(cases), fn, quiet)
+    return _verdict(name, True, f"✓ {name} matches the package on {len(cases):,} cases{grads}", len(cases), fn, quiet)
 
 
 def _verdict(name, passed, line, n, function, quiet) -> GradeResult:

@@ -88,7 +88,7 @@ def _grade(name: str, ns: dict, tiny) -> object:
     if name == "my_completion_logprobs":
         with torch.no_grad():
             return grade(name, ns[name], ex.completion_logprobs_one, ex.completion_logprobs_cases(model, rollouts),
-                         atol=1e-4, quiet=True)
+                         atol=ex.model_atol(model), quiet=True)
     if name == "my_grpo_loss":
         return grade(name, ns[name], ex.grpo_loss_reference(cfg, 0), ex.grpo_loss_cases(model, rollouts, 3),
                      atol=1e-5, grad_atol=1e-4, quiet=True)
@@ -170,3 +170,10 @@ def test_injection_names_a_stub_without_a_solution():
     nb["cells"][0]["metadata"]["kimina"] = {}
     with pytest.raises(ValueError, match="no kimina.solution"):
         inject_solutions(nb, {})
+
+
+def test_log_prob_tolerance_follows_the_model_dtype():
+    from kimina_edu.tiny import tiny_random_llama
+
+    assert ex.model_atol(tiny_random_llama()) == 1e-4
+    assert ex.model_atol(tiny_random_llama().to(torch.bfloat16)) == 1e-1
