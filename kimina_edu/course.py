@@ -45,6 +45,7 @@ class NotebookResult:
     output_dir: Path
     metrics: dict[str, Any] = field(default_factory=dict)
     error: str = ""
+    slowest_cell: str = ""  # "cell 18, 52.1 s: sft_model, … = sft_train(…" — where this notebook's time went
 
 
 def list_notebooks(only: list[str] | None = None) -> list[Path]:
@@ -148,6 +149,7 @@ def run_notebook(
             execution_timeout=timeout,
             progress_bar=False,
             log_output=False,
+            kernel_manager_class=_ipc_kernel_manager(Path(workdir.name)),
         )
     except Exception as exc:  # noqa: BLE001 — reported with the failing cell below
         error = (_failing_cell(executed) or "") + "\n" + _failure_message(exc)
@@ -158,7 +160,41 @@ def run_notebook(
     metrics = json.loads(metrics_path.read_text()) if metrics_path.exists() and not error else {}
     if not error and not metrics:
         error = "the notebook finished but wrote no metrics.json (its last cell must call write_metrics)"
-    return NotebookResult(path.stem, not error, seconds, output_dir, metrics, error.strip())
+    return NotebookResult(path.stem, not error, seconds, output_dir, metrics, error.strip(), slowest_cell(executed))
+
+
+def _ipc_kernel_manager(folder: Path):
+    """A kernel manager whose kernel talks over Unix sockets in ``folder``: over TCP, ipykernel warns on
+    every start that code and outputs travel unencrypted (ten warnings per ``make course``), and it is
+    right — any local user could read them. Windows has no IPC transport: TCP there."""
+    from jupyter_client.manager import KernelManager
+
+    if os.name == "nt":
+        return KernelManager
+
+    class IPCKernelManager(KernelManager):
+        def __init__(self, **kwargs):
+            kwargs.setdefault("transport", "ipc")
+            kwargs.setdefault("ip", str(folder / "kernel"))
+            super().__init__(**kwargs)
+
+    return IPCKernelManager
+
+
+def slowest_cell(executed: Path) -> str:
+    """Where an executed notebook's time went: its slowest cell (papermill times each), its seconds and
+    its first line; ``""`` when the notebook has no timings."""
+    try:
+        cells = json.loads(executed.read_text(encoding="utf-8")).get("cells", [])
+    except (OSError, ValueError):
+        return ""
+    timed = [(c.get("metadata", {}).get("papermill", {}).get("duration"), i, c) for i, c in enumerate(cells)]
+    timed = [(d, i, c) for d, i, c in timed if isinstance(d, int | float)]
+    if not timed:
+        return ""
+    seconds, index, cell = max(timed, key=lambda t: t[0])
+    first = next((ln.strip() for ln in "".join(cell.get("source", "")).splitlines() if ln.strip()), "")
+    return f"cell {index}, {seconds:.1f} s: {first[:50]}"
 
 
 # What a full offline run must show, judged on each notebook's metrics.json. Only for the pocket
@@ -203,6 +239,10 @@ def summary_table(results: list[NotebookResult]) -> str:
     total = sum(r.seconds for r in results)
     rows.append("-" * 100)
     rows.append(f"{len([r for r in results if r.ok])}/{len(results)} notebooks ok, {total:.0f}s in all")
+    timed = [r for r in results if r.slowest_cell]
+    if timed:
+        rows.append("where the time went (each notebook's slowest cell):")
+        rows += [f"  {r.name:<26} {r.seconds:>7.1f}s  {r.slowest_cell}" for r in sorted(timed, key=lambda r: -r.seconds)]
     return "\n".join(rows)
 
 
@@ -374,13 +414,14 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     try:
         for nb in notebooks:
-            print(f"▶ {nb.name} …", flush=True)
+            print(f"▶ {nb.name} …", end=" ", flush=True)  # finished on the same line: one line per notebook
             # QUICK goes only where it means something; the other overrides reach every notebook (a
             # wrong one should fail there, not vanish)
             extra = {k: v for k, v in overrides.items() if k != "QUICK" or k in notebook_parameters(nb)}
             result = run_notebook(nb, run_dir / nb.stem, smoke=smoke, timeout=args.timeout, extra=extra)
             export_html(result.output_dir / nb.name)
-            print(f"  {'ok' if result.ok else 'FAIL'} in {result.seconds:.1f}s", flush=True)
+            print(f"{'ok' if result.ok else 'FAIL'} in {result.seconds:.1f}s"
+                  + (f" (slowest: {result.slowest_cell})" if result.slowest_cell else ""), flush=True)
             if not result.ok:
                 print("  " + result.error.replace("\n", "\n  ")[-3000:])
             results.append(result)

@@ -207,3 +207,20 @@ def test_sigterm_marks_the_run_interrupted(echo_course, tmp_path):
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 143, out
     assert not list(echo_course.glob("*/RUNNING")) and len(list(echo_course.glob("*/INTERRUPTED"))) == 1, out
+
+
+def test_a_run_is_quiet_one_line_per_notebook_and_says_where_the_time_went(tmp_path, monkeypatch, capfd):
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    write = "from kimina_edu.runtime import write_metrics\nwrite_metrics({'smoke': SMOKE}, OUTPUT_DIR)"
+    for name in ("01_a", "02_b"):
+        _notebook(nbs / f"{name}.ipynb", "import time\ntime.sleep(0.3)  # the slow one\n" + write)
+    monkeypatch.setattr(course, "NOTEBOOKS", nbs)
+    assert course.main(["--smoke", "--runs-dir", str(tmp_path / "runs")]) == 0
+    out, err = capfd.readouterr()  # file-descriptor level: the kernels' own stderr is caught too
+    assert "without encryption" not in out + err, "the kernel must not warn about plain-text TCP on every start"
+    lines = out.splitlines()
+    assert [ln.split()[1] for ln in lines if ln.startswith("▶")] == ["01_a.ipynb", "02_b.ipynb"]
+    assert all(" ok in " in ln and "slowest: cell" in ln and "import time" in ln for ln in lines if ln.startswith("▶")), lines
+    summary = (tmp_path / "runs" / "latest" / "summary.txt").read_text()
+    assert "slowest cell" in summary and "import time" in summary
