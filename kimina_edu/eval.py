@@ -56,6 +56,15 @@ def mean_best_at_k(results: list[list[float]], k: int, seed: int = 42) -> float:
     return float(np.mean([best_at_k(r, k, seed=seed) for r in results]))
 
 
+def eval_questions(model_id: str) -> int:
+    """How many held-out questions chapters 3–5 evaluate on ``model_id`` (the notebooks' ``N_EVAL=None``):
+    400 for the pocket model; 200 for a real model (SmolLM2, hub ids, folders), whose greedy answers cost
+    ~1,000× the pocket model's arithmetic per token — 400 took 5.5 minutes per evaluation on 2 cores,
+    and chapter 3 evaluates twice. 200 questions still resolve a 7-point difference (two standard
+    errors of a 70% accuracy). SMOKE uses 40 on every model."""
+    return 400 if model_id == "pocket" else 200
+
+
 def evaluate_policy(model, tok, entries: list[dict[str, Any]], *, max_new_tokens: int = 128, batch_size: int = 100,
                     progress: bool = True, keep_completions: bool = False) -> dict[str, Any]:
     """Greedy accuracy, format rate and mean completion length (tokens) over ``entries``.

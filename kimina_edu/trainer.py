@@ -106,6 +106,8 @@ class TrainConfig:
             base.update(steps=6, eval_every=3, questions_per_batch=4, buffer_size=24, minibatch_size=12,
                         grad_accum=2, max_new_tokens=48 if model_id == "pocket" else 32,
                         lr=5e-3 if model_id == "pocket" else 1e-4, silent_window=0)
+            if model_id == "smollm2":  # real weights: two questions a step keep `make test` in minutes
+                base.update(questions_per_batch=2, buffer_size=12, minibatch_size=12, grad_accum=1)
         base.update({k: v for k, v in overrides.items() if v is not None})
         cfg = cls.cpu_pocket(**base) if model_id == "pocket" else cls(**base)
         if quick and not smoke and overrides.get("steps") is None:
