@@ -159,3 +159,34 @@ def test_reward_at_ends_averages_the_first_and_last_quarter():
     assert reward_at_ends(log[:1]) == (0.0, 0.0)
     with pytest.raises(ValueError):
         reward_at_ends([])
+
+
+@pytest.mark.parametrize("prompt_lengths", [(3, 3), (1, 4), (5, 2)])
+def test_shared_prompts_give_the_same_logprobs_and_gradients(prompt_lengths):
+    """Groups share prompts: run once, keys/values copied per completion. Values, entropies and the
+    LoRA gradient must equal running every (prompt, completion) whole — left padding, one-token and
+    padded completions included."""
+    from peft import get_peft_model
+
+    from kimina_edu.lora import lora_config
+
+    model, tok = load_policy("pocket", recipe=SMOKE, verbose=False)
+    model = get_peft_model(model, lora_config(r=4, alpha=8))
+    with torch.no_grad():  # a non-zero adapter, so the prompt's gradient matters
+        for p in model.parameters():
+            if p.requires_grad:
+                p.normal_(0, 0.05)
+    a, b = ([5 + i for i in range(n)] for n in prompt_lengths)
+    rows = [Rollout(a, [8, 9], [], 0.0, 0.0, False), Rollout(b, [8, 9, 10, 11], [], 0.0, 0.0, False),
+            Rollout(a, [12], [], 0.0, 0.0, False), Rollout(b, [13, 14, 15], [], 0.0, 0.0, False),
+            Rollout(a, [16, 17, 18, 19, 20], [], 0.0, 0.0, False)]
+    lora = [p for p in model.parameters() if p.requires_grad]
+    shared, mask, ent = completion_logprobs(model, rows, tok.pad_token_id, with_entropy=True)
+    g_shared = torch.autograd.grad((shared * mask).sum(), lora)
+    whole = [completion_logprobs(model, [r], tok.pad_token_id, with_entropy=True) for r in rows]
+    g_whole = torch.autograd.grad(sum(lp.sum() for lp, _, _ in whole), lora)
+    for i, (lp, _, e) in enumerate(whole):
+        n = len(rows[i].completion_ids)
+        assert torch.allclose(shared[i, :n], lp[0], atol=1e-5) and torch.allclose(ent[i, :n], e[0], atol=1e-4)
+        assert (shared[i, n:] == 0).all() and mask[i].sum() == n
+    assert max((x - y).abs().max().item() for x, y in zip(g_shared, g_whole)) < 1e-4
