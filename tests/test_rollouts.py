@@ -182,7 +182,7 @@ def test_the_trainer_loads_the_policy_once_per_step_not_once_per_round(tmp_path)
 def test_greedy_decoding_that_drops_finished_rows_writes_what_generate_writes(which, monkeypatch):
     """Real models decode greedily with finished rows dropped from the batch and the cache; the tokens
     must be ``model.generate``'s, row for row, with left padding and rows finishing at different steps."""
-    import kimina_edu.rollouts as rollouts
+    from kimina_edu import rollouts
 
     if which == "pocket":
         model, tok = load_policy("pocket", recipe=SMOKE, verbose=False)
