@@ -122,9 +122,9 @@ def generate_ids(model, tok, prompt_ids: list[list[int]], settings: SamplingSett
         ids[i, width - len(row):] = torch.tensor(row)
         attn[i, width - len(row):] = 1
     sample = settings.temperature > 0
-    if not sample and settings.n == 1 and arithmetic_bound(model):
-        finished = greedy_dropping_finished(model, ids, attn, settings.max_new_tokens, tok.eos_token_id)
-        return [trim_completion(row, tok.eos_token_id, pad_id) for row in finished]
+    if arithmetic_bound(model):
+        rows = decode_dropping_finished(model, ids, attn, settings, tok.eos_token_id)
+        return [trim_completion(row, tok.eos_token_id, pad_id) for row in rows]
     kwargs: dict[str, Any] = {"do_sample": sample, "max_new_tokens": settings.max_new_tokens,
                               "num_return_sequences": settings.n, "pad_token_id": pad_id,
                               "eos_token_id": tok.eos_token_id}
@@ -137,9 +137,10 @@ def generate_ids(model, tok, prompt_ids: list[list[int]], settings: SamplingSett
     return [trim_completion(row, tok.eos_token_id, pad_id) for row in out[:, width:].tolist()]
 
 
-# Above this many parameters a decoding step's cost is arithmetic (rows × parameters), so a row that has
-# finished is worth dropping; below it (the ~1 M-parameter pocket model) a step costs Python and kernel
-# launches whatever the rows, and `model.generate` stays (its numbers are the course's published ones).
+# Above this many parameters a decoding step's cost is arithmetic (rows × parameters), so a prompt is worth
+# prefilling once per group and a finished row worth dropping (decode_dropping_finished); below it (the
+# ~1 M-parameter pocket model) a step costs Python and kernel launches whatever the rows, and
+# `model.generate` stays (the course's published pocket figures were sampled by it).
 ARITHMETIC_BOUND_PARAMS = 20_000_000
 
 
@@ -147,29 +148,60 @@ def arithmetic_bound(model) -> bool:
     return sum(p.numel() for p in model.parameters()) > ARITHMETIC_BOUND_PARAMS
 
 
-def greedy_dropping_finished(model, ids, attn, max_new_tokens: int, eos_id: int | None) -> list[list[int]]:
-    """Greedy decoding that drops each row from the batch (and from the KV cache) once it has written
-    ``eos_id``: ``model.generate`` keeps computing finished rows until the longest is done, and a
-    held-out evaluation's lengths vary (SmolLM2 untouched: ~40 tokens on average, 96 at the cap), so
-    about half its arithmetic went to rows already finished. Same tokens as ``generate``'s greedy
-    search (tests/test_rollouts.py); positions follow each row's unpadded length."""
+def sampling_probs(logits, settings: SamplingSettings):
+    """The distribution ``model.generate`` samples the next token from (``temperature > 0``): temperature,
+    then top-p, then min-p — its order of logits warpers — then a softmax."""
+    import torch
+
+    scores = logits.float() / settings.temperature
+    if settings.top_p < 1:
+        ordered, order = torch.sort(scores, descending=False)
+        drop = ordered.softmax(-1).cumsum(-1) <= 1 - settings.top_p
+        drop[..., -1] = False  # the most likely token always stays
+        scores = scores.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
+    if settings.min_p > 0:
+        probs = scores.softmax(-1)
+        scores = scores.masked_fill(probs < settings.min_p * probs.max(-1, keepdim=True).values, float("-inf"))
+    return scores.softmax(-1)
+
+
+def sample_next(logits, settings: SamplingSettings):
+    """Each row's next token: greedy at ``temperature == 0``, else one draw from :func:`sampling_probs`
+    with torch's global generator (which the trainer seeds and checkpoints)."""
+    import torch
+
+    if settings.temperature == 0:
+        return logits.argmax(-1)
+    return torch.multinomial(sampling_probs(logits, settings), 1).squeeze(1)
+
+
+def decode_dropping_finished(model, ids, attn, settings: SamplingSettings, eos_id: int | None) -> list[list[int]]:
+    """KV-cached decoding for models whose steps cost arithmetic: each prompt is prefilled once and its
+    cache copied to its ``settings.n`` samples (``model.generate`` prefills every copy), and a row leaves
+    the batch — and the cache — once it has written ``eos_id`` (``generate`` computes finished rows until
+    the longest is done; an untouched SmolLM2's answers average ~40 tokens against a cap of 96).
+    Greedy: the same tokens as ``generate`` (tests/test_rollouts.py); sampling: the same distribution
+    (:func:`sample_next`), other draws. Rows come back prompt-major, as ``generate`` returns them."""
     import torch
     from transformers import DynamicCache
 
-    device = model.device
+    device, n = model.device, settings.n
     ids, attn = ids.to(device), attn.to(device)
-    rows = list(range(ids.shape[0]))
-    out_rows: list[list[int]] = [[] for _ in rows]
     cache = DynamicCache()
-    position = attn.sum(-1)  # the next token's position in each row
     with torch.no_grad():
         logits = model(input_ids=ids, attention_mask=attn, position_ids=(attn.cumsum(-1) - 1).clamp(min=0),
                        past_key_values=cache, use_cache=True, logits_to_keep=1).logits[:, -1]
-        for step in range(max_new_tokens):
-            token = logits.argmax(-1)
+        if n > 1:
+            cache.batch_repeat_interleave(n)
+            logits, attn = logits.repeat_interleave(n, 0), attn.repeat_interleave(n, 0)
+        rows = list(range(attn.shape[0]))
+        out_rows: list[list[int]] = [[] for _ in rows]
+        position = attn.sum(-1)  # the next token's position in each row
+        for step in range(settings.max_new_tokens):
+            token = sample_next(logits, settings)
             for row, t in zip(rows, token.tolist()):
                 out_rows[row].append(t)
-            if step == max_new_tokens - 1:
+            if step == settings.max_new_tokens - 1:
                 break
             live = (token != eos_id).nonzero().squeeze(1) if eos_id is not None else None
             if live is not None and live.numel() < len(rows):

@@ -201,3 +201,43 @@ def test_greedy_decoding_that_drops_finished_rows_writes_what_generate_writes(wh
     if which == "tiny":  # (the SMOKE pocket model rarely stops within 24 tokens: the equal-tokens half)
         lengths = {len(row) for row in dropping}
         assert len(lengths) > 1, f"the rows must finish at different steps for this test to mean anything: {lengths}"
+
+
+@pytest.mark.parametrize(("temperature", "top_p", "min_p"), [(0.7, 0.95, 0.0), (1.0, 1.0, 0.1), (0.7, 0.9, 0.05),
+                                                             (2.0, 0.5, 0.0)])
+def test_the_sampling_distribution_is_generates(temperature, top_p, min_p):
+    """Real models sample through kimina_edu's own decoding loop: its distribution must be the one
+    ``model.generate``'s warpers (temperature → top-p → min-p) give, token for token."""
+    from transformers.generation.logits_process import (
+        LogitsProcessorList,
+        MinPLogitsWarper,
+        TemperatureLogitsWarper,
+        TopPLogitsWarper,
+    )
+
+    from kimina_edu.rollouts import sampling_probs
+
+    logits = torch.randn(6, 50, generator=torch.Generator().manual_seed(0)) * 3
+    warpers = LogitsProcessorList([TemperatureLogitsWarper(temperature)] + ([TopPLogitsWarper(top_p)] if top_p < 1 else [])
+                                  + ([MinPLogitsWarper(min_p)] if min_p > 0 else []))
+    theirs = warpers(None, logits.clone()).softmax(-1)
+    ours = sampling_probs(logits, SamplingSettings(max_new_tokens=1, temperature=temperature, top_p=top_p, min_p=min_p))
+    assert torch.allclose(ours, theirs, atol=1e-6)
+    assert ((ours == 0) == (theirs == 0)).all(), "the same tokens must be ruled out"
+
+
+def test_a_group_shares_its_prefill_and_comes_back_prompt_major(monkeypatch):
+    """n samples per prompt from one prefill: with a distribution that allows only the top token, every
+    sample of a prompt is that prompt's greedy completion, in generate's prompt-major order."""
+    from kimina_edu import rollouts
+
+    model = tiny_random_llama(vocab_size=8, eos_token_id=3, pad_token_id=0)
+    tok = type("Tok", (), {"pad_token_id": 0, "eos_token_id": 3})()
+    prompts = [[4, 5, 6], [7], [5, 5, 7, 4, 6]]
+    monkeypatch.setattr(rollouts, "ARITHMETIC_BOUND_PARAMS", 0)
+    greedy = generate_ids(model, tok, prompts, SamplingSettings(max_new_tokens=16, temperature=0.0))
+    grouped = generate_ids(model, tok, prompts, SamplingSettings(max_new_tokens=16, temperature=1.0, top_p=1e-6, n=4))
+    assert grouped == [row for row in greedy for _ in range(4)]
+    torch.manual_seed(0)
+    sampled = generate_ids(model, tok, prompts, SamplingSettings(max_new_tokens=16, temperature=1.0, n=4))
+    assert len(sampled) == 12 and len({tuple(r) for r in sampled}) > 3, "real sampling must vary within a group"
