@@ -403,6 +403,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ParameterError: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     smoke = bool(overrides.pop("SMOKE", False))
+    from kimina_edu.runtime import calibration_line
+
+    calibration = calibration_line()  # beside the timings: how fast this machine is, measured before the run
     runs = Path(args.runs_dir)
     run_dir = _new_run_dir(runs)
     marker = run_dir / "RUNNING"
@@ -411,6 +414,7 @@ def main(argv: list[str] | None = None) -> int:
     marker.write_text(json.dumps({"pid": os.getpid(), "started": datetime.now().isoformat(timespec="seconds"),
                                   "smoke": smoke, "overrides": overrides}) + "\n")
     print(_run_header(notebooks, run_dir, smoke, overrides, sources, args), flush=True)
+    print(calibration, flush=True)
     results = []
     try:
         for nb in notebooks:
@@ -435,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
     missed = [line for r in results if r.ok for line in missed_goals(r.name, r.metrics)]
-    table = summary_table(results) + "".join(f"\n{line}" for line in missed)
+    table = summary_table(results) + f"\n{calibration}" + "".join(f"\n{line}" for line in missed)
     (run_dir / "summary.txt").write_text(table + "\n")
     marker.unlink()
     point_latest_at(run_dir)

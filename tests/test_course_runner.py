@@ -223,4 +223,4 @@ def test_a_run_is_quiet_one_line_per_notebook_and_says_where_the_time_went(tmp_p
     assert [ln.split()[1] for ln in lines if ln.startswith("▶")] == ["01_a.ipynb", "02_b.ipynb"]
     assert all(" ok in " in ln and "slowest: cell" in ln and "import time" in ln for ln in lines if ln.startswith("▶")), lines
     summary = (tmp_path / "runs" / "latest" / "summary.txt").read_text()
-    assert "slowest cell" in summary and "import time" in summary
+    assert "slowest cell" in summary and "import time" in summary and "CPU calibration: fp32 GEMM" in summary
