@@ -14,7 +14,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 # minutes each and several GiB of memory: run on their own (README, "What the hub path costs")
-SLOW = {"bench_real_size.py", "bench_logprob_memory.py"}
+SLOW = {"bench_real_size.py", "bench_logprob_memory.py", "bench_smollm2.py"}
 
 
 def main() -> int:

@@ -255,7 +255,7 @@ def reference_completion_logprobs(model, rollouts: list[Rollout], pad_id: int, *
 
 
 def completion_logprobs(model, rollouts: list[Rollout], pad_id: int, *, with_entropy: bool = False,
-                        chunk: int = LOGPROB_CHUNK):
+                        chunk: int = LOGPROB_CHUNK, share_prompts: bool = True):
     """Per-token log-probs of each completion under ``model``: ``[N, T_completion]`` (+ entropy).
 
     Only completion positions are scored: prompts are left-padded and completions right-padded
@@ -263,13 +263,14 @@ def completion_logprobs(model, rollouts: list[Rollout], pad_id: int, *, with_ent
     logits of those T columns alone (``logits_to_keep``) — the prompt's positions never reach the
     vocabulary projection. The log-prob of the chosen token is its logit minus a blockwise
     logsumexp (:func:`token_logprobs`). Position ids follow the attention mask, so left padding
-    does not shift a sequence's positions.
+    does not shift a sequence's positions. Rollouts that share a prompt (a GRPO group) run it once
+    (:func:`_shared_prompt_logprobs`; ``share_prompts=False``: every sequence whole, for the benchmark).
     """
     if not rollouts or any(not r.prompt_ids or not r.completion_ids for r in rollouts):
         raise ValueError("completion_logprobs needs rollouts with a non-empty prompt and completion each")
     prompts: dict[tuple[int, ...], int] = {}
     owner = [prompts.setdefault(tuple(r.prompt_ids), len(prompts)) for r in rollouts]
-    if len(prompts) < len(rollouts):  # a GRPO group: G completions of one prompt
+    if share_prompts and len(prompts) < len(rollouts):  # a GRPO group: G completions of one prompt
         return _shared_prompt_logprobs(model, rollouts, [list(p) for p in prompts], owner, pad_id,
                                        with_entropy=with_entropy, chunk=chunk)
     width_p = max(len(r.prompt_ids) for r in rollouts)
