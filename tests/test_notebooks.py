@@ -26,6 +26,10 @@ def check_00(m):
 def check_01(m):
     assert m["paid_wrong_raw"] >= 3, "the audit should show reasoning-gym paying partial credit to wrong answers"
     assert m["paid_wrong_binarized"] == 0, "binarized correctness must pay nothing to a wrong answer"
+    assert m["refused_right_binarized"] == 0, "the audit's ✓ line says no right answer is refused"
+    assert m["audit_question_satisfiable"], "the audit's question must not contradict itself (ex falso pays anything)"
+    assert m["verbatim_paid_raw_some"] == m["verbatim_echoes"], "the prose says reasoning-gym pays every copied premise"
+    assert 0 < m["verbatim_paid_raw_full"] < m["verbatim_echoes"], "…some in full, the lone variables 0.25"
     assert m["correct_binarized"] == [1.0, 1.0]
     assert m["derive_checks"] == {"extract_answer": True, "format_reward": True}
 
