@@ -26,6 +26,7 @@ from kimina_edu.checkpoints import (
     append_jsonl,
     latest_checkpoint,
     restore_trainer,
+    rewind_jsonl,
     rewind_logs,
     save_trainer,
 )
@@ -356,6 +357,113 @@ def truncated_importance_weights(learner_logp: torch.Tensor, sampler_logp: torch
     return torch.exp(diff).clamp(max=cap)
 
 
+# ------------------------------------------------------------------ probes: a few fixed completions, followed
+
+
+@dataclass
+class ProbeSet:
+    """A handful of fixed completions whose log-probs the trainer records as the policy learns.
+
+    One update moves a log-prob by thousandths of a nat; what GRPO does shows over a run: the
+    completions it rewarded grow likelier, the ones it penalised less likely. So before training
+    we keep, for a few questions, the sampled completion with the highest advantage and the one
+    with the lowest, both drawn from the starting policy, and score those *same* token sequences
+    again every ``every`` steps (a no-grad forward of a few sequences: cheap next to sampling).
+    The figure this feeds is the "log-prob of the good completion rises" plot of the reference
+    article. ``roles[i]``: "high" (advantage > 0), "low" (< 0), or "tie" (a group without signal,
+    kept so a run whose first batch has none still has something to follow).
+    """
+
+    rollouts: list[Rollout]
+    roles: list[str]
+    groups: list[int]  # which question (0, 1, …) each probe completion answers
+    every: int = 1
+
+    @classmethod
+    def from_rollouts(cls, rollouts: list[Rollout], group_size: int, *, n_questions: int = 3,
+                      every: int = 1) -> ProbeSet:
+        """The highest- and lowest-advantage completion of up to ``n_questions`` groups of
+        ``rollouts`` (consecutive runs of ``group_size``, as the trainer lays them out). Groups
+        with differing rewards come first; when fewer than ``n_questions`` have any, groups
+        without signal fill in (their two probes are "tie"). Empty completions are never probes."""
+        if group_size < 1 or n_questions < 1 or every < 1:
+            raise ValueError(f"group_size, n_questions and every must be ≥ 1; got {group_size}, {n_questions}, {every}")
+        groups = [[r for r in rollouts[k : k + group_size] if r.completion_ids]
+                  for k in range(0, len(rollouts), group_size)]
+        groups = [g for g in groups if g]
+        if not groups:
+            raise ValueError("ProbeSet.from_rollouts needs at least one rollout with a non-empty completion")
+        signal = [g for g in groups if max(r.advantage for r in g) > min(r.advantage for r in g)]
+        chosen = (signal + [g for g in groups if g not in signal])[:n_questions]
+        picks, roles, owners = [], [], []
+        for q, g in enumerate(chosen):
+            hi, lo = max(g, key=lambda r: r.advantage), min(g, key=lambda r: r.advantage)
+            pair = [(hi, "high"), (lo, "low")] if hi.advantage > lo.advantage else [(hi, "tie"), (g[-1], "tie")]
+            for r, role in pair[: 1 if pair[0][0] is pair[1][0] else 2]:  # a group of one: one probe
+                picks.append(Rollout(list(r.prompt_ids), list(r.completion_ids), [], r.advantage, r.reward,
+                                     r.truncated))
+                roles.append(role)
+                owners.append(q)
+        return cls(picks, roles, owners, every)
+
+    @torch.no_grad()
+    def score(self, model, pad_id: int) -> list[list[float]]:
+        """Each probe completion's per-token log-probs under ``model`` (evaluation mode, no gradient)."""
+        was_training = model.training
+        model.eval()
+        try:
+            logp, _ = completion_logprobs(model, self.rollouts, pad_id)
+        finally:
+            model.train(was_training)
+        return [logp[i, : len(r.completion_ids)].float().cpu().tolist() for i, r in enumerate(self.rollouts)]
+
+    def rows(self, model, pad_id: int, step: int) -> list[dict]:
+        """One ``probes.jsonl`` row per probe completion at ``step``: its summed and per-token log-prob."""
+        return [{"step": step, "probe": i, "group": self.groups[i], "role": self.roles[i],
+                 "advantage": self.rollouts[i].advantage, "reward": self.rollouts[i].reward,
+                 "logp": sum(lp), "token_logp": lp}
+                for i, lp in enumerate(self.score(model, pad_id))]
+
+
+def probe_table(rows: list[dict]) -> tuple[list[int], list[list[list[float]]]]:
+    """``probes.jsonl`` rows → (the recorded steps, ``token_logp[checkpoint][probe]``), one entry per step."""
+    steps = sorted({r["step"] for r in rows})
+    n = 1 + max((r["probe"] for r in rows), default=-1)
+    table = {s: [[] for _ in range(n)] for s in steps}
+    for r in rows:
+        table[r["step"]][r["probe"]] = list(r["token_logp"])
+    return steps, [table[s] for s in steps]
+
+
+def probe_summary(rows: list[dict]) -> dict[str, float | int | None]:
+    """What the probe shows over a run, from ``probes.jsonl`` rows.
+
+    ``probe_high_rise`` / ``probe_low_rise``: last − first summed log-prob (nats), averaged over the
+    high- / low-advantage probes. ``probe_noise``: the std of the high probes' change from one
+    recorded step to the next (around its mean drift), averaged — how much the log-prob wanders
+    between checkpoints. ``probe_drift_z``: the high probes' mean change per checkpoint divided by
+    its standard error (noise / √intervals): a walk with no drift would land within ±2 of 0.
+    None where the run recorded too little (one checkpoint, or no probe of that role).
+    """
+    steps, table = probe_table(rows)
+    roles = {r["probe"]: r["role"] for r in rows}
+    out: dict[str, float | int | None] = {"probe_checkpoints": len(steps), "probe_high_rise": None,
+                                          "probe_low_rise": None, "probe_noise": None, "probe_drift_z": None}
+    if len(steps) < 2:
+        return out
+    sums = [[sum(table[c][p]) for c in range(len(steps))] for p in range(len(table[0]))]
+    for role in ("high", "low"):
+        rises = [s[-1] - s[0] for p, s in enumerate(sums) if roles.get(p) == role]
+        out[f"probe_{role}_rise"] = sum(rises) / len(rises) if rises else None
+    high = [torch.tensor(s).diff() for p, s in enumerate(sums) if roles.get(p) == "high"]
+    if high and len(steps) >= 3:
+        noise = sum(float(d.std()) for d in high) / len(high)
+        out["probe_noise"] = noise
+        mean_step = sum(float(d.mean()) for d in high) / len(high)
+        out["probe_drift_z"] = mean_step / (noise / math.sqrt(len(steps) - 1)) if noise > 0 else None
+    return out
+
+
 # ------------------------------------------------------------------ the trainer
 
 
@@ -365,7 +473,7 @@ class GRPOTrainer:
     def __init__(self, model, tok, cfg: TrainConfig, *, train_entries: list[dict] | None = None,
                  eval_entries: list[dict] | None = None, output_dir: str | Path = "grpo_run",
                  reward_fn: Callable[[str, dict], RewardBreakdown] = score_completion, backend=None,
-                 progress: bool = True):
+                 progress: bool = True, probes: ProbeSet | None = None):
         self.model, self.tok, self.cfg = model, tok, cfg
         self.output_dir = Path(output_dir)
         self.output_dir.mkdir(parents=True, exist_ok=True)
@@ -381,6 +489,8 @@ class GRPOTrainer:
         torch.manual_seed(cfg.seed)
         self.log_path = self.output_dir / "log.jsonl"
         self.rollout_path = self.output_dir / "rollouts.jsonl"
+        # fixed completions scored at the start, every probes.every steps and at the end (ProbeSet)
+        self.probes, self.probe_path = probes, self.output_dir / "probes.jsonl"
 
     # ---- experience collection
     @torch.no_grad()
@@ -426,9 +536,12 @@ class GRPOTrainer:
         self.backend.release()  # the sampler's weights are not needed while the policy learns
         rewards = torch.cat(rewards_all)
         zero_std = (rewards.max(1).values == rewards.min(1).values).float().mean().item()
+        advantages = torch.tensor([r.advantage for r in buffer])
         self._pending_rollouts = logged  # written with the step's log row, when the step has finished
         stats = {
             "reward_mean": rewards.mean().item(), "reward_std": rewards.std().item(),
+            # ≈ 0 and ≈ the share of groups with signal under scale="group": what the gradient is fed
+            "adv_mean": advantages.mean().item(), "adv_std": advantages.std().item() if len(advantages) > 1 else 0.0,
             "format": sum(p.format for p in parts) / len(parts), "correct": sum(p.correct for p in parts) / len(parts),
             "frac_zero_std_groups": zero_std, "completion_length": sum(lengths) / len(lengths),
             "truncation_rate": sum(truncated) / len(truncated), "gen_tokens_per_s": gen_tokens / max(gen_seconds, 1e-9),
@@ -539,6 +652,7 @@ class GRPOTrainer:
             raise RuntimeError(f"this trainer was stopped in the middle of step {self.step + 1}, so its weights are "
                                "half-updated: call resume_from(latest_checkpoint(output_dir)) first, or make a new trainer")
         rewind_logs(self)  # rows past this step (an older run in the same folder) would be duplicated
+        self._record_probes(start=True)
         bar = tqdm(total=self.cfg.steps, initial=self.step, desc="GRPO", disable=not self.progress)
         in_step = False
         try:
@@ -559,6 +673,8 @@ class GRPOTrainer:
                         print(f"stopped at step {self.step}: at most a tenth of the last {self.cfg.silent_window} "
                               "steps had a group whose rewards differed — nothing left to learn from these samples")
                         break
+            if self.probes is not None and getattr(self, "_probe_step", None) != self.step:
+                self._record_probes()  # the run's last step, when it fell between two probe steps
         except BaseException as exc:
             if in_step:  # a half-finished step is no state to resume from: keep the last clean checkpoint
                 self._torn = True
@@ -592,7 +708,19 @@ class GRPOTrainer:
         append_jsonl(self.rollout_path, getattr(self, "_pending_rollouts", []))
         self._pending_rollouts = []
         append_jsonl(self.log_path, [row])
+        if self.probes is not None and self.step % self.probes.every == 0:
+            self._record_probes()
         return row
+
+    def _record_probes(self, start: bool = False) -> None:
+        """Score the probe completions under the current weights into ``probes.jsonl``; at the start of
+        ``train()``, first drop rows from this step on (an older run's, or a resumed run's future)."""
+        if self.probes is None:
+            return
+        if start:
+            rewind_jsonl(self.probe_path, lambda row: row.get("step", self.step) < self.step)
+        append_jsonl(self.probe_path, self.probes.rows(self.model, self.tok.pad_token_id, self.step))
+        self._probe_step = self.step
 
     def save_checkpoint(self) -> Path:
         """``checkpoints/step_NNNNN``: weights, optimizer and RNG state, written atomically and
@@ -630,12 +758,15 @@ def read_log(path: str | Path) -> list[dict]:
 
 __all__ = [
     "GRPOTrainer",
+    "ProbeSet",
     "Rollout",
     "TrainConfig",
     "TransformersBackend",
     "VLLMBackend",
     "completion_logprobs",
     "pad_batch",
+    "probe_summary",
+    "probe_table",
     "read_log",
     "reward_at_ends",
     "signal_exhausted",
