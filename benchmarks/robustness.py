@@ -36,12 +36,13 @@ OUT = REPO / "runs" / "robustness.json"
 SFT_EVAL_TOKENS = 96  # notebook 03's MAX_NEW_TOKENS
 
 
-def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dict | None = None) -> dict:
+def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dict | None = None,
+            model_id: str = "pocket") -> dict:
     """One seed's chapters 3 → 4 → 5 in this process; returns the figures the goals judge."""
     import torch
     from trl import GRPOTrainer as TRLGRPOTrainer
 
-    from kimina_edu.eval import evaluate_policy
+    from kimina_edu.eval import eval_questions, evaluate_policy
     from kimina_edu.lora import lora_config
     from kimina_edu.models import load_policy
     from kimina_edu.runtime import use_progress_bar
@@ -50,15 +51,15 @@ def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dic
     from kimina_edu.trainer import GRPOTrainer, TrainConfig, reward_at_ends
     from kimina_edu.trl_bridge import REWARD_FUNCS, build_dataset, grpo_config, stop_when_silent
 
-    row: dict = {"seed": seed, "threads": torch.get_num_threads()}
-    recipe = SFTRecipe.preset("pocket", seed=seed, **(sft or {}))
-    cfg = TrainConfig.preset("pocket", seed=seed, eval_every=0, **(grpo or {}))
-    eval_entries = held_out(cfg.task, 400)
+    row: dict = {"seed": seed, "threads": torch.get_num_threads(), "model": model_id}
+    recipe = SFTRecipe.preset(model_id, seed=seed, **(sft or {}))
+    cfg = TrainConfig.preset(model_id, seed=seed, eval_every=0, **(grpo or {}))
+    eval_entries = held_out(cfg.task, eval_questions(model_id))
     train_entries = make_entries(cfg.task, 5000, SEEDS["rl"])
     row["premises_only"] = premises_only_accuracy(eval_entries, train_entries)  # the shortcut's ceiling
 
     t0 = time.perf_counter()
-    base, adapter = ensure_sft_adapter("pocket", recipe=recipe)
+    base, adapter = ensure_sft_adapter(model_id, recipe=recipe)
     row["sft_seconds"] = time.perf_counter() - t0
     checks = sft_stop_record(adapter).get("dev_checks", [])
     row["sft_epochs"] = checks[-1]["epoch"] if checks else recipe.epochs
@@ -103,13 +104,13 @@ def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dic
 
 # What every run must show (the course's LEARNING_GOALS, plus chapter 5's comparison over seeds).
 def goals_missed(row: dict) -> list[str]:
-    from kimina_edu.course import LEARNING_GOALS
+    from kimina_edu.course import GOALS
 
     metrics = {"03": {"sft_accuracy": row["sft_accuracy"], "sft_format_rate": row["sft_format_rate"]}}
     if "grpo_after" in row:
         metrics["04"] = {"accuracy_before": row["grpo_before"], "accuracy_after": row["grpo_after"],
                          "grpo_seconds": row["grpo_seconds"], "format_after": row["grpo_format_rate"]}
-    return [text for nb, checks in LEARNING_GOALS.items() if nb in metrics
+    return [text for nb, checks in GOALS[row.get("model", "pocket")].items() if nb in metrics
             for text, met in checks if not met(metrics[nb])]
 
 
@@ -150,14 +151,14 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def _child(seed: int, threads: int, cache: str | None, until: str, out: Path, sets: dict) -> subprocess.Popen:
+def _child(seed: int, threads: int, cache: str | None, until: str, out: Path, sets: dict, model: str) -> subprocess.Popen:
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
            "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
     if cache:
         env["KIMINA_EDU_CACHE"] = cache
     code = (f"import json, torch; torch.set_num_threads({threads}); from benchmarks.robustness import run_one; "
             f"open({str(out)!r}, 'w').write(json.dumps(run_one({seed}, until={until!r}, sft={sets['sft']!r}, "
-            f"grpo={sets['grpo']!r})))")
+            f"grpo={sets['grpo']!r}, model_id={model!r})))")
     return subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
                             stderr=open(out.with_suffix(".log"), "w"))
 
@@ -173,10 +174,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="try another recipe, e.g. sft.epochs=10 grpo.lr=1e-4 (values parsed as Python literals)")
     parser.add_argument("--cache", help="cache folder for the SFT adapters (default: a new temporary one)")
     parser.add_argument("--parallel", type=int, default=2, help="runs side by side (one thread each)")
-    parser.add_argument("--out", default=str(OUT))
+    parser.add_argument("--model", default="pocket", choices=["pocket", "smollm2"],
+                        help="the model (smollm2: the real SmolLM2; hours on 2 cores — use --resume)")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the rows --out already holds for this model and recipe; run only the missing seeds")
+    parser.add_argument("--out", help="results file (default runs/robustness.json; runs/robustness-smollm2.json)")
     parser.add_argument("--table", action="store_true", help="print the table of --out and exit")
     args = parser.parse_args(argv)
-    out = Path(args.out)
+    out = Path(args.out) if args.out else OUT if args.model == "pocket" else OUT.with_name(f"robustness-{args.model}.json")
     sets: dict = {"sft": {}, "grpo": {}}
     for item in args.set:
         key, _, value = item.partition("=")
@@ -196,18 +201,22 @@ def main(argv: list[str] | None = None) -> int:
     threads = max(1, cores // args.parallel)
     # not the learner's cache: adapters trained here stay here (--cache reuses an earlier run's)
     shared = args.cache or tempfile.mkdtemp(prefix="kimina-robustness-")
-    jobs = [(s, threads, shared) for s in args.seeds]
-    if not args.no_other_threads and threads != cores:  # the same seed on every core: another summation order
-        jobs.append((args.seeds[0], cores, tempfile.mkdtemp(prefix="kimina-robustness-")))
+    rows = _kept_rows(out, args.model, sets, args.until) if args.resume else []
+    done = {(r["seed"], r["threads"]) for r in rows}
+    jobs = [(s, threads, shared) for s in args.seeds if (s, threads) not in done]
+    if not args.no_other_threads and threads != cores and (args.seeds[0], cores) not in done:
+        jobs.append((args.seeds[0], cores, tempfile.mkdtemp(prefix="kimina-robustness-")))  # another summation order
+    if rows:
+        print(f"resuming {out}: {len(rows)} row(s) kept ({', '.join(f'seed {s}' for s, _ in sorted(done))})", flush=True)
     work = Path(tempfile.mkdtemp(prefix="robustness-"))
-    rows, running, start = [], [], time.perf_counter()
+    running, start = [], time.perf_counter()
     print(f"{len(jobs)} runs, {args.parallel} at a time, {threads} thread(s) each (the last alone on {cores}); "
           f"logs in {work}", flush=True)
     while jobs or running:
         while jobs and len(running) < args.parallel and (jobs[0][1] == threads or not running):
             seed, n, cache = jobs.pop(0)
             path = work / f"seed{seed}-t{n}.json"
-            running.append((seed, n, path, _child(seed, n, cache, args.until, path, sets)))
+            running.append((seed, n, path, _child(seed, n, cache, args.until, path, sets, args.model)))
             if n != threads:
                 break  # a run on every core runs alone
         time.sleep(2)
@@ -221,19 +230,40 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             row = json.loads(path.read_text())
             rows.append(row)
+            _write(out, rows, sets, args.until, time.perf_counter() - start)  # each row kept as it lands
             print(f"seed {seed} ({row['threads']} threads) done at {time.perf_counter() - start:.0f}s: "
                   f"SFT {row['sft_accuracy']:.1%}"
                   + (f", GRPO {row['grpo_before']:.1%} → {row['grpo_after']:.1%} in {row['grpo_steps']} steps"
                      if "grpo_after" in row else "")
                   + (f", TRL {row['trl_after']:.1%}" if "trl_after" in row else ""),
                   flush=True)
-    rows.sort(key=lambda r: (r["seed"], -r["threads"]))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"runs": rows, "recipe_changes": sets, "seconds": time.perf_counter() - start,
-                               "date": time.strftime("%Y-%m-%d")}, indent=1))
-    print("\n" + table(rows))
+    _write(out, rows, sets, args.until, time.perf_counter() - start)
+    print("\n" + table(sorted(rows, key=lambda r: (r["seed"], -r["threads"]))))
     missed = [m for r in rows for m in goals_missed(r)]
-    return 1 if missed or len(rows) < len(args.seeds) else 0
+    return 1 if missed or len({r["seed"] for r in rows}) < len(set(args.seeds)) else 0
+
+
+def _write(out: Path, rows: list[dict], sets: dict, until: str, seconds: float) -> None:
+    """The results file, rewritten whole (a temp file renamed over it) after every finished run."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"runs": sorted(rows, key=lambda r: (r["seed"], -r["threads"])), "recipe_changes": sets,
+                               "until": until, "seconds": seconds, "date": time.strftime("%Y-%m-%d")}, indent=1))
+    os.replace(tmp, out)
+
+
+def _kept_rows(out: Path, model: str, sets: dict, until: str) -> list[dict]:
+    """The rows of an earlier run that ``--resume`` keeps: same model, same recipe changes, at least as far."""
+    try:
+        old = json.loads(out.read_text())
+    except (OSError, ValueError):
+        return []
+    if old.get("recipe_changes") != sets:
+        print(f"{out} was made with other recipe changes ({old.get('recipe_changes')}): starting afresh", flush=True)
+        return []
+    order = ["sft", "grpo", "trl"]
+    far_enough = order.index(old.get("until", "trl")) >= order.index(until)
+    return [r for r in old.get("runs", []) if r.get("model", "pocket") == model and far_enough]
 
 
 if __name__ == "__main__":

@@ -209,12 +209,28 @@ LEARNING_GOALS: dict[str, list[tuple[str, Any]]] = {
 }
 
 
+# The real SmolLM2's (MODEL_ID='smollm2'): the article's SFT warm-up brought SmolLM-135M to 46% and RL to
+# 60%; on SmolLM2 the issue asks ≥ 70% with the format after SFT, and GRPO ≥ SFT + 3 points, in every seed.
+# Whether they hold is measured by `python -m benchmarks.robustness --model smollm2` (README's table).
+SMOLLM2_GOALS: dict[str, list[tuple[str, Any]]] = {
+    "03": [("SFT accuracy ≥ 70%", lambda m: m["sft_accuracy"] >= 0.70),
+           ("SFT format rate ≥ 95%", lambda m: m["sft_format_rate"] >= 0.95)],
+    "04": [("GRPO accuracy ≥ SFT accuracy + 3 points", lambda m: m["accuracy_after"] >= m["accuracy_before"] + 0.03)],
+}
+GOALS = {"pocket": LEARNING_GOALS, "smollm2": SMOLLM2_GOALS}
+
+
+def goals_for(metrics: dict[str, Any]) -> dict[str, list[tuple[str, Any]]]:
+    """The goals of the model a notebook ran (``model_id``, else ``model``); none for other models."""
+    return GOALS.get(metrics.get("model_id") or metrics.get("model"), {})
+
+
 def missed_goals(name: str, metrics: dict[str, Any]) -> list[str]:
-    """The learning goals notebook ``name`` missed (none for SMOKE runs or non-pocket models)."""
-    if metrics.get("smoke", True) or metrics.get("quick") or metrics.get("model") != "pocket":
+    """The learning goals notebook ``name`` missed (none for SMOKE or QUICK runs, or models without goals)."""
+    if metrics.get("smoke", True) or metrics.get("quick"):
         return []
     missed = []
-    for text, met in LEARNING_GOALS.get(name[:2], []):
+    for text, met in goals_for(metrics).get(name[:2], []):
         try:
             if not met(metrics):
                 missed.append(f"{name}: missed goal: {text}")
