@@ -56,3 +56,54 @@ def plot_curves(logs: list[dict], keys: Iterable[str], ax=None, label_prefix: st
     ax.legend(fontsize=8)
     return ax
 
+
+
+def token_label(text: str) -> str:
+    """A decoded token as an axis label: newlines and tabs made visible, never an empty string."""
+    return text.replace("\n", "⏎").replace("\t", "⇥") or "∅"
+
+
+def plot_probe_logprobs(steps: list[int], sums: list[list[float]], labels: list[str], roles: list[str],
+                        groups: list[int], ax=None):
+    """Each probe completion's summed log-prob, minus its value at the first checkpoint, over the run's
+    steps: rewarded ("high", solid) against penalised ("low", dashed), one colour per question.
+    The reference article's figure, on a fixed set of sampled completions."""
+    ax = _ax(ax, figsize=(9, 4))
+    colours = plt.get_cmap("tab10")
+    for s, label, role, g in zip(sums, labels, roles, groups):
+        delta = np.asarray(s, dtype=float) - s[0]
+        style = {"high": "-", "low": "--"}.get(role, ":")
+        ax.plot(steps, delta, style, color=colours(g % 10), lw=2 if role == "high" else 1.5, label=label)
+    ax.axhline(0.0, color="k", lw=0.5)
+    ax.set(xlabel="GRPO step", ylabel="Δ log π(completion)  [nats, vs step 0]",
+           title="fixed probe completions under the training policy (solid: advantage > 0, dashed: < 0)")
+    ax.legend(fontsize=7, loc="best")
+    return ax
+
+
+def plot_probe_heatmap(tokens: list[list[str]], values: list[list[float]], groups: list[int], labels: list[str],
+                       title: str = "advantage × Δlog-prob per token"):
+    """One strip per probe completion, its own decoded tokens on its x axis, coloured by ``values``
+    (e.g. A × Δlog-prob, green = moved the way the advantage asked); a heavier rule between questions.
+    Returns the figure. Completions have different tokens, so each strip gets its own axis."""
+    flat = np.concatenate([np.asarray(v, dtype=float) for v in values if len(v)] or [np.zeros(1)])
+    lim = float(np.nanmax(np.abs(flat))) or 1.0
+    width = max(len(t) for t in tokens) if tokens else 1
+    fig, axes = plt.subplots(len(tokens), 1, figsize=(max(8.0, 0.22 * width + 2), 1.25 * len(tokens) + 0.6),
+                             squeeze=False)
+    im = None
+    for i, (ax, toks, v) in enumerate(zip(axes[:, 0], tokens, values)):
+        row = np.full((1, width), np.nan)
+        row[0, : len(v)] = v
+        im = ax.imshow(row, aspect="auto", cmap="RdYlGn", vmin=-lim, vmax=lim)
+        ax.set_xticks(range(len(toks)), [token_label(t) for t in toks], rotation=90, fontsize=6)
+        ax.set_yticks([])
+        ax.set_xlim(-0.5, width - 0.5)
+        ax.set_title(labels[i], fontsize=7, loc="left", pad=2)
+        if i + 1 < len(tokens) and groups[i + 1] != groups[i]:  # the next strip answers another question
+            ax.spines["bottom"].set(linewidth=3, color="black")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    if im is not None:
+        fig.colorbar(im, ax=axes[:, 0].tolist(), fraction=0.02, pad=0.01)
+    return fig

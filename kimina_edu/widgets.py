@@ -172,6 +172,50 @@ def rollout_browser(rows: list[dict[str, Any]]) -> Playground | w.HTML:
     return Playground([idx, out], snapshot=lambda: out.value)
 
 
+def _probe_cell(token: str, delta: float, lim: float) -> str:
+    """One token as a coloured span: green where its log-prob rose since the first checkpoint, red where it fell."""
+    from kimina_edu.plots import token_label
+
+    a = min(1.0, abs(delta) / lim) * 0.85
+    rgb = "26,152,80" if delta > 0 else "215,48,39"
+    return (f"<span title='Δ {delta:+.3f}' style='background:rgba({rgb},{a:.2f});padding:1px 2px;margin:1px;"
+            f"display:inline-block;font-family:monospace'>{html.escape(token_label(token))}</span>")
+
+
+def probe_stepper(steps: list[int], table: list[list[list[float]]], tokens: list[list[str]],
+                  labels: list[str]) -> Playground | w.HTML:
+    """Step through a run's probe checkpoints (``trainer.probe_table``): each probe completion's tokens,
+    coloured by how far their log-prob moved since the first checkpoint, and its summed change.
+
+    ``table[c][p]``: probe ``p``'s per-token log-probs at checkpoint ``c``; ``tokens[p]``: its decoded
+    tokens; ``labels[p]``: a line naming it (role, advantage, a snippet). The colour scale is fixed over
+    the whole run, so a later checkpoint looks stronger exactly when it moved further.
+    """
+    if not steps or not table or not table[0]:
+        return w.HTML("<i>no probe checkpoints recorded</i>")
+    deltas = [[[b - a for a, b in zip(table[0][p], table[c][p])] for p in range(len(table[0]))]
+              for c in range(len(steps))]
+    lim = max((abs(d) for cp in deltas for row in cp for d in row), default=0.0) or 1.0
+    idx = w.IntSlider(value=len(steps) - 1, min=0, max=len(steps) - 1, description="checkpoint",
+                      continuous_update=False)
+    out = w.HTML()
+
+    def show(_=None):
+        c = idx.value
+        parts = [(f"<b>probe checkpoint</b> {c + 1} of {len(steps)} &nbsp; <b>step</b> {steps[c]} &nbsp; "
+                 f"<span style='color:#666'>colour: Δ log-prob vs step {steps[0]} (scale ±{lim:.2f} nats)</span>")]
+        for p, label in enumerate(labels):
+            total = sum(table[c][p]) - sum(table[0][p])
+            cells = "".join(_probe_cell(t, d, lim) for t, d in zip(tokens[p], deltas[c][p]))
+            parts.append(f"<div style='margin-top:6px'><b>{html.escape(label)}</b> &nbsp; "
+                         f"log π {sum(table[c][p]):.2f} (<b>Δ {total:+.2f}</b>)<br>{cells}</div>")
+        out.value = "".join(parts)
+
+    idx.observe(show, names="value")
+    show()
+    return Playground([idx, out], snapshot=lambda: out.value)
+
+
 # --- what a notebook shows once the kernel is gone ------------------------------------------------------
 
 _MAX_DEPTH = 32

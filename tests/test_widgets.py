@@ -168,3 +168,20 @@ def test_freeze_widgets_leaves_an_export_nothing_to_fetch():
     assert "data:image/png;base64," in datas[0]["text/html"] and "ratio: <b>" in datas[0]["text/html"]
     assert "kimina-widget-snapshot" in datas[1]["text/html"]
     assert "run the notebook in JupyterLab" in datas[2]["text/html"]
+
+
+def test_probe_stepper_steps_through_checkpoints():
+    from kimina_edu.widgets import probe_stepper
+
+    steps = [0, 25, 50]
+    table = [[[-1.0, -2.0], [-3.0]], [[-0.5, -2.0], [-3.5]], [[-0.2, -1.0], [-4.0]]]
+    box = probe_stepper(steps, table, [["<answer>", "Yes"], ["\n"]], ["high A=+1.0 <b>", "low A=-1.0"])
+    slider, out = box.children[0], box.children[1]
+    assert slider.value == 2 and "<b>step</b> 50" in out.value  # opens on the run's end
+    assert "Δ +1.80" in out.value and "Δ -1.00" in out.value  # summed change since step 0
+    assert "&lt;answer&gt;" in out.value and "high A=+1.0 &lt;b&gt;" in out.value and "⏎" in out.value
+    assert "rgba(26,152,80" in out.value and "rgba(215,48,39" in out.value  # rose: green, fell: red
+    slider.value = 0
+    assert "<b>step</b> 0" in out.value and "Δ +0.00" in out.value and "checkpoint</b> 1 of 3" in out.value
+    assert box._repr_mimebundle_()["text/html"].count("<b>Δ +0.00</b>") == 2
+    assert "no probe checkpoints" in probe_stepper([], [], [], []).value
