@@ -47,11 +47,16 @@ def _chain(ax, boxes: list[Box], labels: list[str] | None = None, w: float = 2.2
         _arrow(ax, start, end, (labels or [""] * len(boxes))[i])
 
 
+# The advantage the loop figure names: the course's default ``grpo.group_advantages`` (DeepSeekMath's
+# (r − mean) / std within each group of G). Chapter 0 evaluates this formula by hand beside the package's.
+RL_LOOP_ADVANTAGE = "A = (r − mean) / std"
+
+
 def rl_loop():
     """The RL loop of the whole course: policy → rollouts → verifier → advantages → update."""
     fig, ax = _canvas(12, 3.6, "Reinforcement learning with a verifiable reward (chapters 1–4)")
     boxes = [(1.4, 2.4, "policy π_θ\n(a language model)"), (4.3, 2.4, "rollouts\nG answers per question"),
-             (7.2, 2.4, "verifier\nreward r per answer"), (10.2, 2.4, "advantage\nA = r − mean(group)")]
+             (7.2, 2.4, "verifier\nreward r per answer"), (10.2, 2.4, f"advantage\n{RL_LOOP_ADVANTAGE}\nwithin the group")]
     _chain(ax, boxes, ["sample", "check", "per group"])
     _box(ax, 5.8, 0.7, "update θ: raise log π of answers with A > 0, lower A < 0 (clipped)", "#fde8e8", w=6.2)
     _arrow(ax, (10.2, 1.9), (8.95, 0.75), rad=-0.2)
@@ -142,4 +147,4 @@ def clip_region(eps_low: float = 0.2, eps_high: float = 0.28):
     return fig
 
 
-__all__ = ["clip_region", "course_map", "grpo_loop", "rl_loop", "two_turn_flow", "verl_roles"]
+__all__ = ["RL_LOOP_ADVANTAGE", "clip_region", "course_map", "grpo_loop", "rl_loop", "two_turn_flow", "verl_roles"]

@@ -21,6 +21,7 @@ def check_00(m):
     assert m["model_choice"] == "pocket"
     assert "pocket" in m["unknown_id_message"] and "\n" not in m["unknown_id_message"]
     assert m["primer_advantages"] == pytest.approx([0.866, -0.866, -0.866, 0.866], abs=1e-3)
+    assert m["figure_formula_matches"], "rl_loop.png's advantage formula must give group_advantages' numbers"
 
 
 def check_01(m):
