@@ -92,6 +92,10 @@ def check_04(m):
 def check_05(m):
     assert m["parity_max_abs_diff"] < 1e-6
     assert set(m["parity"]) == {"grpo", "bnpo", "dapo", "dr_grpo"}
+    adam = m["adam_update_rel_diff"]  # the prose: AdamW cancels a constant loss scale, not a per-sequence reweighting
+    assert adam["dr_grpo × 7"] < 1e-2 and adam["dapo"] < 1e-2, "a constant loss scale must leave AdamW's step unchanged"
+    assert adam["grpo"] > 0.1, "grpo's per-completion 1/|o_i| must change AdamW's step on completions of 4 to 30 tokens"
+    assert isinstance(m["variants_identical"], bool) and set(m["variant_length_range"]) == {"grpo", "dapo", "dr_grpo"}
     for key in ("trl_accuracy_after", "scratch_accuracy_after", "n_eval"):
         assert 0.0 <= m[key] <= 1.0 if key != "n_eval" else m[key] == 40
 
