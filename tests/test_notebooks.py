@@ -108,6 +108,8 @@ def check_08(m):
     assert 0.3 < m["second_turn_share"] < 0.7
     assert "GPU" in m["preflight_message"] and "\n" not in m["preflight_message"]
     assert m["script_is_relative"], "the launch script must not carry this machine's absolute paths"
+    assert m["lean_url_restored"] and not m["real_server"], \
+        "the reward cell must leave LEAN_SERVER_API_URL as the learner had it (a re-run must not keep a dead stand-in)"
 
 
 def check_09(m):
