@@ -87,6 +87,12 @@ def check_04(m):
     assert all(0.0 <= v <= 1.0 for v in m["sampler_accuracy"].values())
     assert m["derive_checks"] == {"completion_logprobs": True, "grpo_loss": True, "own_loop_trains": True}
     assert len(m["own_loop"]) == 2
+    # the probes across the run: recorded at step 0, every probe_every steps and at the end
+    assert m["probe_checkpoints"] == 1 + m["steps"] // m["probe_every"] + (m["steps"] % m["probe_every"] > 0)
+    assert "high" in m["probe_roles"] and "low" in m["probe_roles"], "section 2's batch has signal in SMOKE"
+    for key in ("probe_high_rise", "probe_low_rise", "probe_noise", "probe_drift_z", "adv_std_mean"):
+        assert isinstance(m[key], float) and math.isfinite(m[key]), key
+    assert m["probe_noise"] >= 0 and isinstance(m["probe_rise_beats_noise"], bool)
 
 
 def check_05(m):
@@ -116,6 +122,8 @@ def check_09(m):
     assert m["pass_at_k"]["8"] >= m["best_at_k"]["8"], "bootstrap best@8 cannot beat pass@8 on the same samples"
     assert m["turn2_pass"]["pass@1"] >= m["turn1_pass"]["pass@1"]
     assert m["second_turns"] > 0
+    assert m["turn2_outcomes"] == "scripted" and 0 < m["scripted_fixes"] < m["second_turns"], \
+        "the prose says turn 2's outcomes are FIX_RATE's coin flips, some fixed and some not"
     assert m["derive_checks"] == {"pass_at_k": True}
     assert len(m["equal_budget"]) == 2, "turn 1 and turn 2 compared at an equal sampling budget"
     assert m["published_pass32"] == {"Kimina-Prover-RL-1.7B": 76.63, "Kimina-Prover-RL-0.6B": 71.30}
