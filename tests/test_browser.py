@@ -250,22 +250,45 @@ def _shot(page, locator, name: str) -> None:
     locator.screenshot(path=str(SHOTS / f"{name}.png"))
 
 
-def test_a_learner_session_in_jupyterlab(lab, browser_page):
+# One learner session, a notebook per test (``-k 04`` runs chapter 4 alone); the module-scoped JupyterLab
+# and browser are shared, and each test adds its response times to runs/browser/timings.json.
+TIMINGS: dict[str, object] = {}
+
+
+def _session(lab, browser_page, name: str, part) -> None:
     page, blocked = browser_page
+    t0 = time.monotonic()
     try:
-        _learner_session(page, blocked, lab)
+        part(page, lab, TIMINGS)
     except Exception:
         SHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(SHOTS / "failed.png"), full_page=False)
+        page.screenshot(path=str(SHOTS / f"{name}_failed.png"), full_page=False)
         shutil.copy(lab["log"], SHOTS / "lab.log")
         raise
+    TIMINGS[f"{name}_total_s"] = time.monotonic() - t0
+    TIMINGS["blocked_requests"] = blocked
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    (SHOTS / "timings.json").write_text(json.dumps(TIMINGS, indent=2))
+    print(json.dumps({k: v if not isinstance(v, list) or not v or isinstance(v[0], str)
+                      else {"median": statistics.median(v), "max": max(v)} for k, v in TIMINGS.items()}, indent=1))
+    assert not blocked, f"the page asked {len(blocked)} non-local hosts: {blocked[:5]}"
+    shutil.copy(lab["log"], SHOTS / "lab.log")
 
 
-def _learner_session(page, blocked: list[str], lab) -> None:
-    timings: dict[str, object] = {}
-    t0 = time.monotonic()
+def test_01_reward_playground(lab, browser_page):
+    _session(lab, browser_page, "01", _reward_playground)
 
-    # --- 01: the reward playground — type, one keystroke at a time, then a whole answer ---
+
+def test_02_clip_explorer(lab, browser_page):
+    _session(lab, browser_page, "02", _clip_explorer)
+
+
+def test_04_rollout_browser_and_probe_stepper(lab, browser_page):
+    _session(lab, browser_page, "04", _rollout_browser_and_probe_stepper)
+
+
+def _reward_playground(page, lab, timings: dict) -> None:
+    """01: the reward playground — type, one keystroke at a time, then a whole answer."""
     _open(page, lab, NOTEBOOKS[0])
     timings["01_run_all_s"] = _run_all(page, NOTEBOOKS[0])
     panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
@@ -304,7 +327,9 @@ def _learner_session(page, blocked: list[str], lab) -> None:
     assert "'No'" in reopened.locator(".widget-html-content").last.inner_html()
     _shot(page, reopened, "01_reward_playground_reopened")
 
-    # --- 02: the clip explorer — drag the ratio slider, then arrow keys on the advantage slider ---
+
+def _clip_explorer(page, lab, timings: dict) -> None:
+    """02: the clip explorer — drag the ratio slider, then arrow keys on the advantage slider."""
     _open(page, lab, NOTEBOOKS[1])
     timings["02_run_all_s"] = _run_all(page, NOTEBOOKS[1])
     panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
@@ -345,7 +370,9 @@ def _learner_session(page, blocked: list[str], lab) -> None:
     assert image.evaluate("i => i.naturalWidth") == natural[0]
     _shot(page, reopened, "02_clip_explorer_reopened")
 
-    # --- 04: the rollout browser — arrow keys and a drag on the slider ---
+
+def _rollout_browser_and_probe_stepper(page, lab, timings: dict) -> None:
+    """04: the rollout browser and the probe stepper — arrow keys and a drag on each slider."""
     _open(page, lab, NOTEBOOKS[2])
     timings["04_run_all_s"] = _run_all(page, NOTEBOOKS[2])
     panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
@@ -370,20 +397,44 @@ def _learner_session(page, blocked: list[str], lab) -> None:
     assert shown and int(shown.group(1)) > 2, f"04: the drag did not page on ({_value(out)[:200]})"
     last = _value(out)
     _shot(page, widget, "04_rollout_browser_live")
+
+    # the probe stepper opens on the run's last checkpoint; arrow keys step back, a drag goes to step 0
+    probe = panel.locator(".widget-html-content:has-text('probe checkpoint')").last
+    probe_widget = probe.locator("xpath=ancestor::div[contains(@class,'widget-vbox')][1]")
+    probe_slider = probe_widget.locator(".widget-slider").first
+    shown = re.search(r"checkpoint</b> (\d+) of (\d+)", _value(probe))
+    assert shown and shown.group(1) == shown.group(2), f"04: the probe stepper should open on the last checkpoint ({_value(probe)[:200]})"
+    n_checkpoints = int(shown.group(2))
+    assert n_checkpoints >= 3, f"04: SMOKE records the start and every step: {n_checkpoints} checkpoints"
+    probe_slider.locator(".noUi-handle").focus()
+    steps = []
+    for key in ("ArrowLeft", "ArrowLeft", "ArrowRight"):
+        before = _value(probe)
+        page.keyboard.press(key)
+        steps.append(_changed(page, probe, before))
+    _wait_for_html(page, probe, f"checkpoint</b> {n_checkpoints - 1} of {n_checkpoints}")
+    before = _value(probe)
+    released = _drag(page, probe_slider, 0.0)
+    _wait_for_html(page, probe, f"checkpoint</b> 1 of {n_checkpoints}")
+    steps.append(time.monotonic() - released)
+    at_start = _value(probe)
+    assert at_start != before and "<b>step</b> 0" in at_start
+    # at step 0 nothing has moved yet: every probe's summed change reads +0.00
+    assert at_start.count("<b>Δ +0.00</b>") == at_start.count("log π"), "04: step 0 must show no change"
+    assert before.count("<b>Δ +0.00</b>") < before.count("log π"), "04: a later checkpoint must show the run's changes"
+    timings["04_probe_step_s"] = steps
+    _shot(page, probe_widget, "04_probe_stepper_live")
+
     _save_and_shut_down(page, lab, NOTEBOOKS[2])
     panel = _reopen(page, lab, NOTEBOOKS[2])
     out = panel.locator(".widget-html-content:has-text('rollout')").last
     assert out.inner_html() == last
     _shot(page, out.locator("xpath=ancestor::div[contains(@class,'widget-vbox')][1]"), "04_rollout_browser_reopened")
+    probe = panel.locator(".widget-html-content:has-text('probe checkpoint')").last
+    assert probe.inner_html() == at_start, "04 reopened: the probe stepper lost the checkpoint the learner left"
+    _shot(page, probe.locator("xpath=ancestor::div[contains(@class,'widget-vbox')][1]"), "04_probe_stepper_reopened")
 
     # --- what a learner session leaves behind ---
     assert (lab["root"] / "figures").is_dir() and (lab["root"] / "grpo_run").is_dir(), \
         "the notebooks' outputs belong beside the learner's copies"
-    timings["total_s"] = time.monotonic() - t0
-    timings["blocked_requests"] = blocked
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    (SHOTS / "timings.json").write_text(json.dumps(timings, indent=2))
-    print(json.dumps({k: v if not isinstance(v, list) or not v or isinstance(v[0], str)
-                      else {"median": statistics.median(v), "max": max(v)} for k, v in timings.items()}, indent=1))
-    assert not blocked, f"the page asked {len(blocked)} non-local hosts: {blocked[:5]}"
-    shutil.copy(lab["log"], SHOTS / "lab.log")
+    assert (lab["root"] / "grpo_run" / "probes.jsonl").is_file(), "the run's probe checkpoints are beside its log"
