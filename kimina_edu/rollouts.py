@@ -148,6 +148,15 @@ def arithmetic_bound(model) -> bool:
     return sum(p.numel() for p in model.parameters()) > ARITHMETIC_BOUND_PARAMS
 
 
+def cache_keyword(model) -> str:
+    """The name a model's ``forward`` takes its KV cache by: ``cache`` in transformers 5.2x (which warns
+    that ``past_key_values`` goes away in 5.40), ``past_key_values`` before (verl's environment)."""
+    import inspect
+
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "cache" if "cache" in inspect.signature(inner.forward).parameters else "past_key_values"
+
+
 def sampling_probs(logits, settings: SamplingSettings):
     """The distribution ``model.generate`` samples the next token from (``temperature > 0``): temperature,
     then top-p, then min-p — its order of logits warpers — then a softmax."""
@@ -187,10 +196,10 @@ def decode_dropping_finished(model, ids, attn, settings: SamplingSettings, eos_i
 
     device, n = model.device, settings.n
     ids, attn = ids.to(device), attn.to(device)
-    cache = DynamicCache()
+    cache, key = DynamicCache(), cache_keyword(model)
     with torch.no_grad():
         logits = model(input_ids=ids, attention_mask=attn, position_ids=(attn.cumsum(-1) - 1).clamp(min=0),
-                       past_key_values=cache, use_cache=True, logits_to_keep=1).logits[:, -1]
+                       **{key: cache}, use_cache=True, logits_to_keep=1).logits[:, -1]
         if n > 1:
             cache.batch_repeat_interleave(n)
             logits, attn = logits.repeat_interleave(n, 0), attn.repeat_interleave(n, 0)
@@ -212,7 +221,7 @@ def decode_dropping_finished(model, ids, attn, settings: SamplingSettings, eos_i
                 rows = [rows[i] for i in live.tolist()]
             attn = torch.cat([attn, torch.ones_like(attn[:, :1])], dim=1)
             logits = model(input_ids=token[:, None], attention_mask=attn, position_ids=position[:, None],
-                           past_key_values=cache, use_cache=True).logits[:, -1]
+                           **{key: cache}, use_cache=True).logits[:, -1]
             position = position + 1
     return out_rows
 

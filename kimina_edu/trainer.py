@@ -36,6 +36,7 @@ from kimina_edu.rollouts import (
     SamplingSettings,
     TransformersBackend,
     VLLMBackend,
+    cache_keyword,
     chat_prompt,
     encode_prompts,
 )
@@ -320,7 +321,9 @@ def _shared_prompt_logprobs(model, rollouts: list[Rollout], prompts: list[list[i
     p_pos = (p_attn.cumsum(-1) - 1).clamp(min=0)
     out = model(input_ids=p_ids.to(device), attention_mask=p_attn.to(device), position_ids=p_pos.to(device),
                 use_cache=True, logits_to_keep=1)
-    cache, first_logits = out.past_key_values, out.logits[:, -1]  # the last prompt position predicts token 0
+    key = cache_keyword(model)
+    cache = out.cache if key == "cache" else out.past_key_values
+    first_logits = out.logits[:, -1]  # the last prompt position predicts completion token 0
     index = torch.tensor(owner, device=device)
     cache.reorder_cache(index)  # every layer's keys/values: one row per completion
     c_ids = torch.full((len(rollouts), width_c), pad_id, dtype=torch.long)
@@ -333,7 +336,7 @@ def _shared_prompt_logprobs(model, rollouts: list[Rollout], prompts: list[list[i
     logits = first_logits[index][:, None]
     if width_c > 1:  # the completion's last token predicts nothing we score: it is not fed
         rest = model(input_ids=c_ids[:, :-1].to(device), attention_mask=attn[:, :-1].to(device),
-                     position_ids=c_pos[:, :-1].to(device), past_key_values=cache, use_cache=True).logits
+                     position_ids=c_pos[:, :-1].to(device), **{key: cache}, use_cache=True).logits
         logits = torch.cat([logits, rest], dim=1)
     targets, comp_mask = c_ids.to(device), comp_mask.to(device)
     logp = token_logprobs(logits, targets, chunk) * comp_mask
