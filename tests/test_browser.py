@@ -163,6 +163,12 @@ def _menu(page, top: str, item: str):
 def _run_all(page, name: str) -> float:
     start = time.monotonic()
     _menu(page, "Run", "Run All Cells")
+    started = """() => [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell .jp-InputPrompt')]
+                       .some(e => /\\[(\\*|\\d+)\\]/.test(e.textContent))"""
+    try:  # a command given while JupyterLab was still settling the new kernel can be dropped (seen on a busy
+        page.wait_for_function(started, timeout=60_000, polling=250)  # machine: every prompt stayed "[ ]")
+    except PlaywrightTimeout:
+        _menu(page, "Run", "Run All Cells")  # as a learner would: nothing happened, so ask again
     try:
         page.wait_for_function(
             """() => { const p = [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell .jp-InputPrompt')];
