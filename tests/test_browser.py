@@ -140,8 +140,21 @@ def browser_page(lab):
         browser.close()
 
 
+def _shut_down_kernels(lab) -> None:
+    """Every running session's kernel shut down through the server's API (as closing the laptop would)."""
+    headers = {"Authorization": f"token {TOKEN}"}
+    with urllib.request.urlopen(urllib.request.Request(f"{lab['base']}/api/sessions", headers=headers)) as r:
+        sessions = json.load(r)
+    for s in sessions:
+        req = urllib.request.Request(f"{lab['base']}/api/sessions/{s['id']}", method="DELETE", headers=headers)
+        urllib.request.urlopen(req).close()
+
+
 def _open(page, lab, name: str):
-    page.goto(f"{lab['base']}/lab/tree/{name}.ipynb?token={TOKEN}")
+    # one notebook at a time, from a clean workspace: with the previous chapter's tab and kernel still open,
+    # chapter 2's Run All ran nothing (every prompt stayed "[ ]", its kernel idle) — alone it passes
+    _shut_down_kernels(lab)
+    page.goto(f"{lab['base']}/lab/tree/{name}.ipynb?token={TOKEN}&reset")
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
     dialog = page.locator(".jp-Dialog:has-text('Select Kernel')")
     try:  # JupyterLab may ask which kernel, though the notebook names one; a learner clicks "Select"
@@ -232,12 +245,7 @@ def _save_and_shut_down(page, lab, name: str) -> nbformat.NotebookNode:
     else:
         raise AssertionError(f"{name}: saving wrote no outputs or no widget state into {path}")
     # shut the kernel down (as closing the laptop would): the reopened page has only what was saved
-    headers = {"Authorization": f"token {TOKEN}"}
-    with urllib.request.urlopen(urllib.request.Request(f"{lab['base']}/api/sessions", headers=headers)) as r:
-        sessions = json.load(r)
-    for s in sessions:
-        req = urllib.request.Request(f"{lab['base']}/api/sessions/{s['id']}", method="DELETE", headers=headers)
-        urllib.request.urlopen(req).close()
+    _shut_down_kernels(lab)
     return nbformat.read(path, as_version=4)
 
 

@@ -5,6 +5,7 @@ import math
 
 import pytest
 import torch
+from toy_task import brevity_reward, toy_config
 
 from kimina_edu.models import load_policy
 from kimina_edu.pocket import PocketRecipe
@@ -15,7 +16,6 @@ from kimina_edu.trainer import (
     GRPOTrainer,
     ProbeSet,
     Rollout,
-    TrainConfig,
     completion_logprobs,
     probe_summary,
     probe_table,
@@ -98,18 +98,7 @@ def test_summary_measures_rise_noise_and_drift():
     assert probe_summary(rows[:2])["probe_high_rise"] is None  # one checkpoint: no change to measure
 
 
-def brevity_reward(text, entry):
-    """Shorter completions score higher (tests/test_trainer.py's dense toy reward)."""
-    score = 1.0 - min(len(text), 60) / 60
-    return RewardBreakdown(None, 0.0, score, score)
-
-
-def _cfg(**kw):
-    base = {"steps": 4, "questions_per_batch": 4, "group_size": 6, "max_new_tokens": 12, "buffer_size": 24,
-            "minibatch_size": 12, "grad_accum": 2, "epochs": 1, "lr": 1e-2, "loss_type": "dr_grpo", "scale": "group",
-            "log_rollouts": 1, "seed": 3}
-    base.update(kw)
-    return TrainConfig(**base)
+_cfg = toy_config
 
 
 def _trainer(tmp_path, cfg, reward=brevity_reward, every=1):

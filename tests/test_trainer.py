@@ -2,12 +2,13 @@
 
 import pytest
 import torch
+from toy_task import brevity_reward, toy_config
 
 from kimina_edu.models import load_policy
 from kimina_edu.pocket import PocketRecipe
 from kimina_edu.rewards import RewardBreakdown
 from kimina_edu.tasks import SEEDS, make_entries
-from kimina_edu.trainer import GRPOTrainer, Rollout, TrainConfig, completion_logprobs, pad_batch, read_log
+from kimina_edu.trainer import GRPOTrainer, Rollout, completion_logprobs, pad_batch, read_log
 
 SMOKE = PocketRecipe.smoke()
 ENTRIES = make_entries("syllogism", 64, SEEDS["rl"])
@@ -16,19 +17,7 @@ ENTRIES = make_entries("syllogism", 64, SEEDS["rl"])
 pytestmark = pytest.mark.usefixtures("offline_shared_cache")
 
 
-def brevity_reward(text, entry):
-    """A tiny task with a dense reward: shorter completions score higher — the policy must learn
-    to emit its end-of-turn token early."""
-    score = 1.0 - min(len(text), 60) / 60
-    return RewardBreakdown(None, 0.0, score, score)
-
-
-def _cfg(**kw):
-    base = {"steps": 4, "questions_per_batch": 4, "group_size": 6, "max_new_tokens": 12, "buffer_size": 24,
-            "minibatch_size": 12, "grad_accum": 2, "epochs": 1, "lr": 1e-2, "loss_type": "dr_grpo", "scale": "group",
-            "log_rollouts": 1, "seed": 3}
-    base.update(kw)
-    return TrainConfig(**base)
+_cfg = toy_config
 
 
 def _trainer(tmp_path, cfg, reward=brevity_reward):
