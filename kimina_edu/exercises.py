@@ -171,6 +171,43 @@ def grpo_loss_cases(model, rollouts: list, group_size: int) -> dict[str, Case]:
             "the first group": Case((model, rollouts[:group_size]), grad_wrt=trainable)}
 
 
+# ---- chapter 5: TRL 1.x's loss variants, one line each
+
+
+def surrogate_cases(seed: int = 0, n: int = 6, t: int = 10) -> dict[str, Case]:
+    """One ragged batch, ratios well off 1, advantages of both signs, for each variant's per-token term;
+    arguments ``(logp, old_logp, advantages, mask, kind)``, gradients compared on ``logp``."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    mask = (torch.arange(t)[None, :] < torch.randint(2, t + 1, (n, 1), generator=g)).float()
+    old = -torch.rand(n, t, generator=g) * 3
+    new = (old + 0.6 * torch.randn(n, t, generator=g)).requires_grad_()
+    adv = torch.tensor([1.2, -0.4, 0.7, -1.1, 0.0, 0.3])[:n]
+    return {kind: Case((new, old, adv, mask, kind), grad_wrt=[new]) for kind in ("cispo", "sapo")}
+
+
+CISPO_CAP, SAPO_TAU_POS, SAPO_TAU_NEG = 5.0, 1.0, 1.05  # TRL 1.16's SAPO temperatures; CISPO's cap as its docs use
+
+
+def surrogate_reference(logp, old_logp, advantages, mask, kind):
+    """``policy_loss`` with ``surrogate=kind`` (each sequence's mean, then the mean: TRL's ``grpo`` reduction)."""
+    from kimina_edu.grpo import policy_loss
+
+    return policy_loss(logp, old_logp, advantages, mask, loss_type="grpo", eps_high=CISPO_CAP, surrogate=kind,
+                       sapo_tau_pos=SAPO_TAU_POS, sapo_tau_neg=SAPO_TAU_NEG)[0]
+
+
+def compose_surrogate(per_token: Callable) -> Callable:
+    """The learner's per-token term, reduced as :func:`surrogate_reference` reduces the package's."""
+    from kimina_edu.grpo import aggregate
+
+    def composed(logp, old_logp, advantages, mask, kind):
+        return aggregate(per_token(logp, old_logp, advantages, kind), mask, "grpo")
+
+    return composed
+
+
 # ---- chapter 7: Lean's answer → feedback text
 
 

@@ -15,6 +15,17 @@ import torch
 Scale = Literal["group", "batch", "none"]
 LossType = Literal["grpo", "bnpo", "dapo", "dr_grpo"]
 LOSS_TYPES: tuple[str, ...] = ("grpo", "bnpo", "dapo", "dr_grpo")
+Surrogate = Literal["clip", "cispo", "sapo"]
+SURROGATES: tuple[str, ...] = ("clip", "cispo", "sapo")
+
+# TRL 1.16's ``loss_type`` names a per-token term *and* an aggregation; here they are two knobs.
+# TRL name → (surrogate, aggregation, ratio level). GSPO is no loss_type in TRL but
+# ``importance_sampling_level="sequence"`` beside ``loss_type="grpo"`` (TRL's GSPO recipe).
+TRL_LOSSES: dict[str, tuple[str, str, str]] = {
+    "grpo": ("clip", "grpo", "token"), "bnpo": ("clip", "bnpo", "token"), "dr_grpo": ("clip", "dr_grpo", "token"),
+    "dapo": ("clip", "dapo", "token"), "cispo": ("cispo", "dapo", "token"), "sapo": ("sapo", "grpo", "token"),
+    "gspo": ("clip", "grpo", "sequence"),
+}
 
 
 def group_advantages(
@@ -118,12 +129,26 @@ def policy_loss(
     ref_logp: torch.Tensor | None = None,
     beta: float = 0.0,
     token_weight: torch.Tensor | None = None,
+    surrogate: Surrogate = "clip",
+    sapo_tau_pos: float = 1.0,
+    sapo_tau_neg: float = 1.05,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The clipped surrogate ``-min(r·A, clip(r, 1-eps_low, 1+eps_high)·A)``, aggregated.
 
     PPO's clip (Schulman et al. 2017) applied per token, as in GRPO (DeepSeekMath).
     ``eps_high > eps_low`` is DAPO's "clip-higher". ``ratio_level="sequence"`` uses one
     ratio per completion, the exp of its mean token log-ratio (GSPO, arXiv 2507.18071).
+    ``surrogate`` swaps the per-token term, one line each (the formulas TRL 1.16 writes):
+
+    - ``"clip"``: PPO's clipped term above.
+    - ``"cispo"`` (MiniMax-M1, arXiv 2506.13585): ``-sg(min(r, eps_high)) · A · log π`` — the
+      ratio is capped and *detached*, so no token's gradient is ever zeroed by a clip; only
+      its weight is bounded. Here ``eps_high`` is the cap itself (e.g. 5), as in TRL.
+    - ``"sapo"`` (Qwen, arXiv 2511.20347): ``-σ(τ(r-1)) · 4/τ · A`` — a smooth gate instead of a
+      hard clip (slope 1 at r = 1, fading away from it), ``τ`` = ``sapo_tau_pos`` for A > 0 and
+      ``sapo_tau_neg`` for A ≤ 0.
+
+    At r = 1 (one on-policy update) all three give the same gradient, ``-A · ∇log π``.
     With ``ref_logp`` and ``beta > 0`` a k3 KL penalty is added per token before aggregation.
     ``token_weight`` (detached, ``[N, T]``) scales each token's clipped term before the KL, as TRL
     applies its vLLM importance weights.
@@ -142,9 +167,15 @@ def policy_loss(
         raise ValueError(f"ratio_level must be 'token' or 'sequence'; got {ratio_level!r}")
     ratio = torch.exp(log_ratio)
     adv = advantages.unsqueeze(1).to(logp.dtype)
-    unclipped = ratio * adv
-    clipped = torch.clamp(ratio, 1 - eps_low, 1 + eps_high) * adv
-    per_token = -torch.min(unclipped, clipped)
+    if surrogate == "clip":
+        per_token = -torch.min(ratio * adv, torch.clamp(ratio, 1 - eps_low, 1 + eps_high) * adv)
+    elif surrogate == "cispo":
+        per_token = -torch.clamp(ratio, max=eps_high).detach() * adv * logp
+    elif surrogate == "sapo":
+        tau = torch.where(adv > 0, sapo_tau_pos, sapo_tau_neg)
+        per_token = -torch.sigmoid(tau * (ratio - 1)) * 4 / tau * adv
+    else:
+        raise ValueError(f"surrogate must be one of {SURROGATES}; got {surrogate!r}")
     if token_weight is not None:  # e.g. truncated importance weights for another engine's samples (TRL order)
         per_token = per_token * token_weight.detach()
     kl = None

@@ -84,9 +84,17 @@ class TrainConfig:
     # stop early once at most a tenth of the last `silent_window` steps learned anything (every
     # group all-right or all-wrong: zero advantage, no gradient); 0 runs every step
     silent_window: int = 0
+    # each step's questions split evenly between the task's answers ("Yes"/"No"): with a few
+    # questions a step, a step of mostly "No" questions pays "No" itself, whatever the premises say
+    balance_answers: bool = False
+    # collapse guard: stop once the sampled accuracy of the last `guard_window` steps has fallen
+    # `guard_drop` below the best earlier window's, and put back the weights of that best window
+    guard_window: int = 0
+    guard_drop: float = 0.15
 
     # fields that may differ on resume without changing what is being trained
-    RESUMABLE = ("steps", "eval_every", "checkpoint_every", "log_rollouts", "silent_window")
+    RESUMABLE = ("steps", "eval_every", "checkpoint_every", "log_rollouts", "silent_window", "guard_window",
+                 "guard_drop")
 
     @classmethod
     def preset(cls, model_id: str = "pocket", *, smoke: bool = False, quick: bool = False, **overrides) -> TrainConfig:
@@ -111,10 +119,31 @@ class TrainConfig:
             if model_id == "smollm2":  # real weights: two questions a step keep `make test` in minutes
                 base.update(questions_per_batch=2, buffer_size=12, minibatch_size=12, grad_accum=1)
         base.update({k: v for k, v in overrides.items() if v is not None})
-        cfg = cls.cpu_pocket(**base) if model_id == "pocket" else cls(**base)
+        if model_id == "pocket":
+            cfg = cls.cpu_pocket(**base)
+        elif model_id == "smollm2" and not smoke:
+            cfg = cls.cpu_smollm2(**base)
+        else:
+            cfg = cls(**base)
         if quick and not smoke and overrides.get("steps") is None:
             cfg.steps = max(1, cfg.steps // QUICK_FRACTION)
         return cfg
+
+    @classmethod
+    def cpu_smollm2(cls, **overrides) -> TrainConfig:
+        """The CPU preset for the real SmolLM2-135M-Instruct (chapter 4, ``MODEL_ID=smollm2``).
+
+        Sized for a 2-core CPU, where one step of 48 completions costs most of a minute: a few
+        steps, each as large as the time allows (B = 8 questions × G = 6), 96 new tokens (chapter
+        3's evaluation length: the warm-up's answers end well before it), one optimizer step per
+        batch, ``balance_answers`` (half "Yes" questions, half "No" in every step) and the collapse
+        guard. Measurements behind each choice: benchmarks/README.md ("SmolLM2, chapter 4").
+        """
+        base = dict(steps=12, eval_every=0, questions_per_batch=8, group_size=6, max_new_tokens=96,
+                    buffer_size=48, minibatch_size=8, grad_accum=6, epochs=1, lr=2e-5, loss_type="grpo",
+                    scale="group", eps_high=0.28, balance_answers=True, guard_window=4, guard_drop=0.15)
+        base.update(overrides)
+        return cls(**base)
 
     def sampling(self) -> SamplingSettings:
         """What the rollout backend needs from this config (:mod:`kimina_edu.rollouts`)."""
@@ -508,8 +537,7 @@ class GRPOTrainer:
         self.backend.load_policy(self.model)  # once per step: the weights have moved since the last collection
         gen_seconds += time.perf_counter() - t0
         for _ in range(rounds):
-            entries = [self.train_entries[self.data_rng.randrange(len(self.train_entries))]
-                       for _ in range(cfg.questions_per_batch)]
+            entries = self.draw_questions()
             prompt_ids = encode_prompts(tok, [chat_prompt(tok, e["question"]) for e in entries])
             t0 = time.perf_counter()
             gen = self.backend.generate(tok, prompt_ids, settings)
@@ -550,6 +578,24 @@ class GRPOTrainer:
             "truncation_rate": sum(truncated) / len(truncated), "gen_tokens_per_s": gen_tokens / max(gen_seconds, 1e-9),
         }
         return buffer, stats
+
+    def draw_questions(self) -> list[dict]:
+        """One round's questions, drawn with replacement; with ``balance_answers`` the i-th question
+        is drawn among those whose answer is the (i mod k)-th of the task's k answers."""
+        n, pool = self.cfg.questions_per_batch, self.train_entries
+        if not self.cfg.balance_answers:
+            return [pool[self.data_rng.randrange(len(pool))] for _ in range(n)]
+        if not hasattr(self, "_by_answer"):
+            by: dict[str, list[dict]] = {}
+            for e in pool:
+                if e.get("answer") is None:
+                    raise ValueError("balance_answers needs a task whose questions each have one answer; "
+                                     f"this one is open-ended ({e['question'][:60]!r}…): set balance_answers=False")
+                by.setdefault(e["answer"], []).append(e)
+            self._by_answer = [by[a] for a in sorted(by)]
+        offset = self.data_rng.randrange(len(self._by_answer))  # which answer an odd batch has one more of
+        buckets = [self._by_answer[(i + offset) % len(self._by_answer)] for i in range(n)]
+        return [b[self.data_rng.randrange(len(b))] for b in buckets]
 
     def on_policy_update(self) -> bool:
         """True when the learning phase makes exactly one optimizer step over the buffer: the
@@ -676,6 +722,8 @@ class GRPOTrainer:
                         print(f"stopped at step {self.step}: at most a tenth of the last {self.cfg.silent_window} "
                               "steps had a group whose rewards differed — nothing left to learn from these samples")
                         break
+                    if self.collapsed():
+                        break
             if self.probes is not None and getattr(self, "_probe_step", None) != self.step:
                 self._record_probes()  # the run's last step, when it fell between two probe steps
         except BaseException as exc:
@@ -690,6 +738,34 @@ class GRPOTrainer:
         finally:
             bar.close()
         return read_log(self.log_path)
+
+    def collapsed(self) -> bool:
+        """The collapse guard (``cfg.guard_window``): True — after restoring the weights of the best
+        window and printing one line — once the last window's sampled accuracy fell ``guard_drop``
+        below the best earlier window's. Windows are consecutive, non-overlapping blocks of steps."""
+        w = self.cfg.guard_window
+        if not w or self.step % w:
+            return False
+        acc = [r["correct"] for r in read_log(self.log_path)]
+        windows = [sum(acc[k : k + w]) / w for k in range(0, len(acc) - w + 1, w)]
+        if not windows:
+            return False
+        best = max(range(len(windows) - 1), key=windows.__getitem__, default=None)
+        if best is not None and windows[-1] < windows[best] - self.cfg.guard_drop:
+            snap = getattr(self, "_guard_best", None)
+            put_back = ""
+            if snap is not None and snap[0] == (best + 1) * w:
+                with torch.no_grad():
+                    for p, v in zip(self.params, snap[1]):
+                        p.copy_(v)
+                put_back = f"; the weights after step {snap[0]} are back"
+            print(f"collapse guard: stopped at step {self.step}: sampled accuracy {windows[-1]:.0%} over the last {w} "
+                  f"steps, down from {windows[best]:.0%} in steps {best * w + 1}–{(best + 1) * w}{put_back}")
+            self.guard_stopped = self.step
+            return True
+        if windows[-1] >= max(windows):  # the best window so far: keep its weights (LoRA: a few MB)
+            self._guard_best = (self.step, [p.detach().clone() for p in self.params])
+        return False
 
     def out_of_signal(self) -> bool:
         """True when at most a tenth of the last ``cfg.silent_window`` steps made an update."""

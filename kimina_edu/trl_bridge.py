@@ -115,6 +115,18 @@ def grpo_config(cfg: TrainConfig, output_dir: str, *, use_cpu: bool = True, **ov
     return GRPOConfig(**kwargs)
 
 
+def trl_variant_overrides(name: str) -> dict[str, Any]:
+    """``GRPOConfig`` settings for one of TRL 1.16's loss variants (``grpo.TRL_LOSSES``): its
+    ``loss_type``, and for GSPO ``importance_sampling_level="sequence"`` (GSPO is no loss_type)."""
+    from kimina_edu.grpo import TRL_LOSSES
+
+    if name not in TRL_LOSSES:
+        raise ValueError(f"unknown TRL loss variant {name!r}; choose one of {sorted(TRL_LOSSES)}")
+    if name == "gspo":
+        return {"loss_type": "grpo", "importance_sampling_level": "sequence"}
+    return {"loss_type": name, "importance_sampling_level": "token"}
+
+
 def stop_when_silent(window: int):
     """A ``TrainerCallback`` with chapter 4's early stop (``TrainConfig.silent_window``): TRL's run
     ends once at most a tenth of the last ``window`` steps had a group whose rewards differed.

@@ -98,6 +98,8 @@ def check_04(m):
 def check_05(m):
     assert m["parity_max_abs_diff"] < 1e-6
     assert set(m["parity"]) == {"grpo", "bnpo", "dapo", "dr_grpo"}
+    assert m["variant_parity_max_abs_diff"] < 1e-6 and set(m["variant_parity"]) == {"cispo", "sapo", "gspo"}
+    assert m["derive_checks"] == {"surrogate": True}  # the injected solution passes its grader
     adam = m["adam_update_rel_diff"]  # the prose: AdamW cancels a constant loss scale, not a per-sequence reweighting
     assert adam["dr_grpo × 7"] < 1e-2 and adam["dapo"] < 1e-2, "a constant loss scale must leave AdamW's step unchanged"
     assert adam["grpo"] > 0.1, "grpo's per-completion 1/|o_i| must change AdamW's step on completions of 4 to 30 tokens"
@@ -242,6 +244,7 @@ def check_hub_05(m, course):
     # float32 through 30 layers: ours runs the shared prompt once, TRL every sequence whole — another summation
     # order, 1.2e-6 measured (the pocket model's 4 layers stay under 1e-6)
     assert m["parity_max_abs_diff"] < 1e-5 and set(m["parity"]) == {"grpo", "bnpo", "dapo", "dr_grpo"}
+    assert m["variant_parity_max_abs_diff"] < 1e-5 and set(m["variant_parity"]) == {"cispo", "sapo", "gspo"}
     assert m["steps"] == course["results"]["04"].metrics["config"]["steps"]
     assert 0.0 <= m["trl_accuracy_after"] <= 1.0 and m["n_eval"] == 40
 

@@ -92,6 +92,8 @@ def _grade(name: str, ns: dict, tiny) -> object:
     if name == "my_grpo_loss":
         return grade(name, ns[name], ex.grpo_loss_reference(cfg, 0), ex.grpo_loss_cases(model, rollouts, 3),
                      atol=1e-5, grad_atol=1e-4, quiet=True)
+    if name == "my_surrogate":
+        return grade(name, ex.compose_surrogate(ns[name]), ex.surrogate_reference, ex.surrogate_cases(0), quiet=True)
     if name == "my_feedback":
         code = _lean_code()
         verdict = {"response": {"messages": [{"severity": "error", "pos": {"line": 2, "column": 2},

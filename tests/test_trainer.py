@@ -179,3 +179,43 @@ def test_shared_prompts_give_the_same_logprobs_and_gradients(prompt_lengths):
         assert torch.allclose(shared[i, :n], lp[0], atol=1e-5) and torch.allclose(ent[i, :n], e[0], atol=1e-4)
         assert (shared[i, n:] == 0).all() and mask[i].sum() == n
     assert max((x - y).abs().max().item() for x, y in zip(g_shared, g_whole)) < 1e-4
+
+
+def test_balanced_answers_split_every_step_evenly(tmp_path):
+    answers = lambda tr: [e["answer"] for e in tr.draw_questions()]
+    plain = _trainer(tmp_path / "plain", _cfg())
+    assert any(a.count("Yes") != 2 for a in (answers(plain) for _ in range(30)))  # uniform draws often tilt
+    tr = _trainer(tmp_path / "bal", _cfg(balance_answers=True))
+    draws = [answers(tr) for _ in range(30)]
+    assert all(sorted(a) == ["No", "No", "Yes", "Yes"] for a in draws)
+    assert len({tuple(a) for a in draws}) > 1  # which answer comes first varies
+    odd = _trainer(tmp_path / "odd", _cfg(balance_answers=True, questions_per_batch=3))
+    assert {answers(odd).count("Yes") for _ in range(30)} == {1, 2}
+
+
+def test_balanced_answers_refuse_an_open_ended_task(tmp_path):
+    model, tok = load_policy("pocket", recipe=SMOKE, verbose=False)
+    open_ended = make_entries("propositional_logic", 8, SEEDS["rl"])
+    tr = GRPOTrainer(model, tok, _cfg(balance_answers=True), train_entries=open_ended, output_dir=tmp_path,
+                     reward_fn=brevity_reward, progress=False)
+    with pytest.raises(ValueError, match="open-ended"):
+        tr.draw_questions()
+
+
+def test_collapse_guard_stops_and_puts_back_the_best_weights(tmp_path, capsys):
+    calls = {"n": 0}
+    per_step = 4 * 6  # questions × group size in _cfg()
+
+    def right_then_wrong(text, entry):  # steps 1–2 right (and varied, so the weights move), then wrong
+        calls["n"] += 1
+        right = calls["n"] <= 2 * per_step
+        score = 1.0 - min(len(text), 60) / 60
+        return RewardBreakdown(None, 1.0, float(right), score)
+
+    tr = _trainer(tmp_path, _cfg(steps=8, guard_window=2, guard_drop=0.15), reward=right_then_wrong)
+    kept = {}
+    tr.train(on_step=lambda row: kept.setdefault(row["step"], [p.detach().clone() for p in tr.params]))
+    assert tr.step == 4 and tr.guard_stopped == 4  # steps 3–4 averaged 0% against 100% in steps 1–2
+    assert "collapse guard: stopped at step 4" in capsys.readouterr().out
+    assert all(torch.equal(p, q) for p, q in zip(tr.params, kept[2]))  # the weights after step 2 are back
+    assert not all(torch.equal(p, q) for p, q in zip(kept[4], kept[2]))

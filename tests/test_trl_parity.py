@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from kimina_edu.grpo import LOSS_TYPES, policy_loss
+from kimina_edu.grpo import LOSS_TYPES, TRL_LOSSES, policy_loss
 from kimina_edu.models import load_policy
 from kimina_edu.pocket import PocketRecipe
 from kimina_edu.tasks import SEEDS, make_entries
@@ -16,6 +16,7 @@ from kimina_edu.trl_bridge import (
     format_reward_func,
     grpo_config,
     trl_loss_on_batch,
+    trl_variant_overrides,
 )
 
 
@@ -29,15 +30,14 @@ def policy(tmp_path_factory):
         yield load_policy("pocket", recipe=PocketRecipe.smoke(), verbose=False)
 
 
-@pytest.mark.parametrize("loss_type", LOSS_TYPES)
-def test_parity_with_trl_compute_loss(policy, tmp_path, loss_type):
+def _batch_and_trl(policy, tmp_path, eps_high: float, **trl_overrides):
     from trl import GRPOTrainer
 
     model, tok = policy
     entries = make_entries("syllogism", 8, SEEDS["rl"])
     cfg = TrainConfig(group_size=4, questions_per_batch=2, buffer_size=8, minibatch_size=8, grad_accum=1,
-                      max_new_tokens=12, temperature=1.0, loss_type=loss_type, eps_high=0.28, steps=1)
-    trainer = GRPOTrainer(model=model, reward_funcs=REWARD_FUNCS, args=grpo_config(cfg, str(tmp_path)),
+                      max_new_tokens=12, temperature=1.0, eps_high=eps_high, steps=1)
+    trainer = GRPOTrainer(model=model, reward_funcs=REWARD_FUNCS, args=grpo_config(cfg, str(tmp_path), **trl_overrides),
                           train_dataset=build_dataset(entries), processing_class=tok)
     g = torch.Generator().manual_seed(0)
     prompt = tok("<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n")["input_ids"]
@@ -47,9 +47,45 @@ def test_parity_with_trl_compute_loss(policy, tmp_path, loss_type):
         logp, mask = completion_logprobs(model, rollouts, tok.pad_token_id)
     old = logp + 0.3 * torch.randn(logp.shape, generator=g)  # ratios off 1: the clip matters
     adv = torch.tensor([1.0, -0.5, 0.2, -0.7])
-    ours, _ = policy_loss(logp, old, adv, mask, loss_type=loss_type, eps_low=0.2, eps_high=0.28, max_len=12)
     theirs = trl_loss_on_batch(trainer, prompt, completions, adv, old, tok.pad_token_id)
-    assert abs(float(ours) - float(theirs)) < 1e-6
+    return (logp, old, adv, mask), float(theirs)
+
+
+@pytest.mark.parametrize("loss_type", LOSS_TYPES)
+def test_parity_with_trl_compute_loss(policy, tmp_path, loss_type):
+    (logp, old, adv, mask), theirs = _batch_and_trl(policy, tmp_path, 0.28, loss_type=loss_type)
+    ours, _ = policy_loss(logp, old, adv, mask, loss_type=loss_type, eps_low=0.2, eps_high=0.28, max_len=12)
+    assert abs(float(ours) - theirs) < 1e-6
+
+
+@pytest.mark.parametrize("variant", sorted(TRL_LOSSES))
+def test_every_trl_variant_is_one_line_of_our_loss(policy, tmp_path, variant):
+    surrogate, aggregation, level = TRL_LOSSES[variant]
+    eps_high = 5.0 if variant == "cispo" else 0.28  # CISPO's eps_high is the cap on the ratio itself
+    (logp, old, adv, mask), theirs = _batch_and_trl(policy, tmp_path, eps_high, **trl_variant_overrides(variant))
+    ours, _ = policy_loss(logp, old, adv, mask, loss_type=aggregation, eps_low=0.2, eps_high=eps_high, max_len=12,
+                          surrogate=surrogate, ratio_level=level)
+    assert abs(float(ours) - theirs) < 1e-6
+    if variant != "grpo":  # each variant is a different loss on this batch (ratios off 1), not a renamed one
+        base, _ = policy_loss(logp, old, adv, mask, loss_type="grpo", eps_low=0.2, eps_high=eps_high, max_len=12)
+        assert abs(float(base) - float(ours)) > 1e-4
+
+
+def test_variants_share_the_on_policy_gradient():
+    """At ratio 1 every surrogate's gradient is -A·∇log π (aggregated alike)."""
+    g = torch.Generator().manual_seed(1)
+    logp0 = -torch.rand(4, 6, generator=g) - 0.1
+    mask = torch.ones(4, 6)
+    adv = torch.tensor([1.0, -0.5, 0.2, -0.7])
+    grads = []
+    for surrogate in ("clip", "cispo", "sapo"):
+        logp = logp0.clone().requires_grad_(True)
+        loss, _ = policy_loss(logp, logp0.clone(), adv, mask, surrogate=surrogate, eps_high=5.0 if surrogate == "cispo" else 0.28)
+        loss.backward()
+        grads.append(logp.grad)
+    assert torch.allclose(grads[0], grads[1]) and torch.allclose(grads[0], grads[2])
+    with pytest.raises(ValueError, match="surrogate"):
+        policy_loss(logp0, logp0, adv, mask, surrogate="ppo")
 
 
 def test_reward_functions_in_trl_signature():

@@ -83,6 +83,17 @@ def my_grpo_loss(model, batch):
     per_token = -torch.min(ratio * a, ratio.clamp(1 - cfg.eps_low, 1 + eps_high) * a)
     return aggregate(per_token, mask, cfg.loss_type, cfg.max_new_tokens)
 
+# %% solution: my_surrogate
+def my_surrogate(logp, old_logp, advantages, kind, cap=5.0, tau_pos=1.0, tau_neg=1.05):
+    """The per-token loss [N, T] of CISPO or SAPO."""
+    ratio = torch.exp(logp - old_logp)
+    a = advantages[:, None]
+    if kind == "cispo":
+        return -torch.clamp(ratio, max=cap).detach() * a * logp
+    tau = torch.where(a > 0, tau_pos, tau_neg)
+    return -torch.sigmoid(tau * (ratio - 1)) * 4 / tau * a
+
+
 # %% solution: my_feedback
 def my_feedback(code, result, max_errors=3):
     """The recipe's feedback text for a server that numbers lines from after the header (server 2.0.0)."""
