@@ -48,7 +48,7 @@ def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dic
     from kimina_edu.runtime import use_progress_bar
     from kimina_edu.sft import SFTRecipe, ensure_sft_adapter, sft_stop_record
     from kimina_edu.tasks import SEEDS, claim_read_rate, held_out, make_entries, premises_only_accuracy
-    from kimina_edu.trainer import GRPOTrainer, TrainConfig, reward_at_ends
+    from kimina_edu.trainer import GRPOTrainer, ProbeSet, TrainConfig, probe_summary, read_log, reward_at_ends
     from kimina_edu.trl_bridge import REWARD_FUNCS, build_dataset, grpo_config, stop_when_silent
 
     row: dict = {"seed": seed, "threads": torch.get_num_threads(), "model": model_id}
@@ -72,12 +72,21 @@ def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dic
 
     with tempfile.TemporaryDirectory() as tmp:
         model, tok = load_policy(base, adapter=adapter, lora=lora_config(), seed=seed, verbose=False)
-        row["grpo_before"] = evaluate_policy(model, tok, eval_entries, max_new_tokens=cfg.max_new_tokens,
-                                             progress=False)["accuracy"]
-        trainer = GRPOTrainer(model, tok, cfg, train_entries=train_entries, output_dir=f"{tmp}/ours", progress=False)
+        if cfg.max_new_tokens == SFT_EVAL_TOKENS:  # the same greedy evaluation as chapter 3's (a zero LoRA on top)
+            row["grpo_before"] = row["sft_accuracy"]
+        else:
+            row["grpo_before"] = evaluate_policy(model, tok, eval_entries, max_new_tokens=cfg.max_new_tokens,
+                                                 progress=False)["accuracy"]
+        # chapter 4's probes: drawn as its section 2 draws them, recorded as often as the notebook records them
+        notebook_eval_every = TrainConfig.preset(model_id, seed=seed, **(grpo or {})).eval_every
+        probes = ProbeSet.sample(model, tok, cfg, train_entries, every=max(1, notebook_eval_every // 5))
+        trainer = GRPOTrainer(model, tok, cfg, train_entries=train_entries, output_dir=f"{tmp}/ours", progress=False,
+                              probes=probes)
         t0 = time.perf_counter()
         log = trainer.train()
         row["grpo_seconds"] = time.perf_counter() - t0
+        row.update(probe_summary(read_log(trainer.probe_path)))
+        row["guard_stopped"] = getattr(trainer, "guard_stopped", None)
         after = evaluate_policy(model, tok, eval_entries, max_new_tokens=cfg.max_new_tokens, progress=False,
                                 keep_completions=True)
         row["claim_read_after"] = claim_read_rate(after["completions"], eval_entries)
@@ -121,6 +130,11 @@ FIGURES = [("sft_epochs", "03 SFT epochs run", NUM), ("sft_accuracy", "03 SFT ac
            ("grpo_after", "04 accuracy after GRPO", PCT), ("claim_read_after", "04 claim restated right after", PCT),
            ("grpo_gain", "04 GRPO gain (points)", PTS), ("grpo_steps", "04 steps run", NUM),
            ("grpo_skipped", "04 steps skipped (no signal)", NUM), ("grpo_seconds", "04 GRPO seconds", NUM),
+           ("probe_answer_high_rise", "04 probe: answer log-prob rise, rewarded completions (nats)", "{:+.2f}".format),
+           ("probe_answer_low_rise", "04 probe: answer log-prob rise, penalised completions (nats)", "{:+.2f}".format),
+           ("probe_answer_noise", "04 probe: answer log-prob noise between checkpoints (nats)", "{:.2f}".format),
+           ("probe_high_rise", "04 probe: whole-completion rise, rewarded (nats)", "{:+.2f}".format),
+           ("probe_low_rise", "04 probe: whole-completion rise, penalised (nats)", "{:+.2f}".format),
            ("trl_after", "05 TRL accuracy after", PCT), ("trl_minus_ours", "05 TRL − ours (points)", PTS),
            ("trl_steps", "05 TRL steps run", NUM), ("trl_seconds", "05 TRL seconds", NUM)]
 
@@ -128,7 +142,7 @@ FIGURES = [("sft_epochs", "03 SFT epochs run", NUM), ("sft_accuracy", "03 SFT ac
 def table(rows: list[dict]) -> str:
     lines = ["| figure | min | median | max | runs |", "|---|---|---|---|---|"]
     for key, label, fmt in FIGURES:
-        vals = [r[key] for r in rows if key in r]
+        vals = [r[key] for r in rows if r.get(key) is not None]
         if vals:
             lo, mid, hi = min(vals), statistics.median(vals), max(vals)
             lines.append(f"| {label} | {fmt(lo)} | {fmt(mid)} | {fmt(hi)} | {len(vals)} |")
@@ -174,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="try another recipe, e.g. sft.epochs=10 grpo.lr=1e-4 (values parsed as Python literals)")
     parser.add_argument("--cache", help="cache folder for the SFT adapters (default: a new temporary one)")
     parser.add_argument("--parallel", type=int, default=2, help="runs side by side (one thread each)")
+    parser.add_argument("--threads", type=int, help="threads per run (default: the cores shared among --parallel runs; "
+                        "1 with --parallel 1 leaves a core to other work)")
     parser.add_argument("--model", default="pocket", choices=["pocket", "smollm2"],
                         help="the model (smollm2: the real SmolLM2; hours on 2 cores — use --resume)")
     parser.add_argument("--resume", action="store_true",
@@ -198,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         print(table(json.loads(out.read_text())["runs"]))
         return 0
     cores = os.cpu_count() or 2
-    threads = max(1, cores // args.parallel)
+    threads = args.threads or max(1, cores // args.parallel)
     # not the learner's cache: adapters trained here stay here (--cache reuses an earlier run's)
     shared = args.cache or tempfile.mkdtemp(prefix="kimina-robustness-")
     rows = _kept_rows(out, args.model, sets, args.until) if args.resume else []

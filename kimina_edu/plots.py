@@ -64,10 +64,11 @@ def token_label(text: str) -> str:
 
 
 def plot_probe_logprobs(steps: list[int], sums: list[list[float]], labels: list[str], roles: list[str],
-                        groups: list[int], ax=None):
+                        groups: list[int], ax=None, what: str = "completion"):
     """Each probe completion's summed log-prob, minus its value at the first checkpoint, over the run's
     steps: rewarded ("high", solid) against penalised ("low", dashed), one colour per question.
-    The reference article's figure, on a fixed set of sampled completions."""
+    The reference article's figure, on a fixed set of sampled completions. ``what``: which tokens were
+    summed (the axis label), e.g. "answer" for the tokens inside ``<answer>…</answer>``."""
     ax = _ax(ax, figsize=(9, 4))
     colours = plt.get_cmap("tab10")
     for s, label, role, g in zip(sums, labels, roles, groups):
@@ -75,8 +76,8 @@ def plot_probe_logprobs(steps: list[int], sums: list[list[float]], labels: list[
         style = {"high": "-", "low": "--"}.get(role, ":")
         ax.plot(steps, delta, style, color=colours(g % 10), lw=2 if role == "high" else 1.5, label=label)
     ax.axhline(0.0, color="k", lw=0.5)
-    ax.set(xlabel="GRPO step", ylabel="Δ log π(completion)  [nats, vs step 0]",
-           title="fixed probe completions under the training policy (solid: advantage > 0, dashed: < 0)")
+    ax.set(xlabel="GRPO step", ylabel=f"Δ log π({what})  [nats, vs step 0]",
+           title=f"fixed probe completions, {what} tokens, under the training policy (solid: advantage > 0, dashed: < 0)")
     ax.legend(fontsize=7, loc="best")
     return ax
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -410,14 +411,19 @@ class ProbeSet:
     roles: list[str]
     groups: list[int]  # which question (0, 1, …) each probe completion answers
     every: int = 1
+    # each probe's answer tokens, [start, end) in its completion (those inside <answer>…</answer>);
+    # None where it wrote no answer. Most tokens of a high and a low completion are the same
+    # template; the answer is where they differ, and where GRPO's push shows first.
+    answer_spans: list[tuple[int, int] | None] | None = None
 
     @classmethod
     def from_rollouts(cls, rollouts: list[Rollout], group_size: int, *, n_questions: int = 3,
-                      every: int = 1) -> ProbeSet:
+                      every: int = 1, tok=None) -> ProbeSet:
         """The highest- and lowest-advantage completion of up to ``n_questions`` groups of
         ``rollouts`` (consecutive runs of ``group_size``, as the trainer lays them out). Groups
         with differing rewards come first; when fewer than ``n_questions`` have any, groups
-        without signal fill in (their two probes are "tie"). Empty completions are never probes."""
+        without signal fill in (their two probes are "tie"). Empty completions are never probes.
+        With ``tok``, each probe's answer tokens are found too (``answer_spans``)."""
         if group_size < 1 or n_questions < 1 or every < 1:
             raise ValueError(f"group_size, n_questions and every must be ≥ 1; got {group_size}, {n_questions}, {every}")
         groups = [[r for r in rollouts[k : k + group_size] if r.completion_ids]
@@ -436,7 +442,32 @@ class ProbeSet:
                                      r.truncated))
                 roles.append(role)
                 owners.append(q)
-        return cls(picks, roles, owners, every)
+        spans = [answer_span(tok, r.completion_ids) for r in picks] if tok is not None else None
+        return cls(picks, roles, owners, every, spans)
+
+    @classmethod
+    def sample(cls, model, tok, cfg: TrainConfig, entries: list[dict], *, n_questions: int = 3, every: int = 1,
+               max_batches: int = 10) -> ProbeSet:
+        """Chapter 4's probe set, drawn as its section 2 draws it: the first B questions of ``entries``
+        sampled G times from ``model`` (seed ``cfg.seed``), the next B (seed + B) while no group's
+        rewards differ, up to ``max_batches`` batches; then :meth:`from_rollouts` with ``tok``."""
+        from kimina_edu.rollouts import generate
+
+        b = cfg.questions_per_batch
+        for k in range(max_batches):
+            questions = entries[k * b : (k + 1) * b]
+            prompt_ids, comps = generate(model, tok, [chat_prompt(tok, q["question"]) for q in questions],
+                                         max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
+                                         min_p=cfg.min_p, num_return_sequences=cfg.group_size, seed=cfg.seed + k * b)
+            texts = tok.batch_decode(comps, skip_special_tokens=True)
+            scores = [score_completion(t, questions[i // cfg.group_size]) for i, t in enumerate(texts)]
+            rewards = torch.tensor([x.total for x in scores]).view(len(questions), cfg.group_size)
+            if bool((rewards.max(1).values > rewards.min(1).values).any()) or k == max_batches - 1:
+                break
+        adv = group_advantages(rewards, scale=cfg.scale).flatten()
+        rollouts = [Rollout(prompt_ids[i // cfg.group_size], c, [], float(a), x.total, tok.eos_token_id not in c)
+                    for i, (c, a, x) in enumerate(zip(comps, adv, scores))]
+        return cls.from_rollouts(rollouts, cfg.group_size, n_questions=n_questions, every=every, tok=tok)
 
     @torch.no_grad()
     def score(self, model, pad_id: int) -> list[list[float]]:
@@ -451,10 +482,33 @@ class ProbeSet:
 
     def rows(self, model, pad_id: int, step: int) -> list[dict]:
         """One ``probes.jsonl`` row per probe completion at ``step``: its summed and per-token log-prob."""
+        spans = self.answer_spans or [None] * len(self.rollouts)
         return [{"step": step, "probe": i, "group": self.groups[i], "role": self.roles[i],
                  "advantage": self.rollouts[i].advantage, "reward": self.rollouts[i].reward,
-                 "logp": sum(lp), "token_logp": lp}
+                 "logp": sum(lp), "token_logp": lp,
+                 "answer_span": list(spans[i]) if spans[i] else None,
+                 "answer_logp": sum(lp[spans[i][0] : spans[i][1]]) if spans[i] else None}
                 for i, lp in enumerate(self.score(model, pad_id))]
+
+
+_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+
+
+def answer_span(tok, completion_ids: list[int]) -> tuple[int, int] | None:
+    """The tokens of ``completion_ids`` that overlap the text inside its first ``<answer>…</answer>``,
+    as ``[start, end)``; None without a non-empty answer. One decode per token, one regex pass: linear."""
+    pieces = [tok.decode([t]) for t in completion_ids]
+    match = _ANSWER.search("".join(pieces))
+    if match is None or match.start(1) == match.end(1):
+        return None
+    start = end = None
+    pos = 0
+    for i, piece in enumerate(pieces):
+        lo, pos = pos, pos + len(piece)
+        if pos > match.start(1) and lo < match.end(1):  # this token's text overlaps the answer
+            start = i if start is None else start
+            end = i + 1
+    return (start, end) if start is not None else None
 
 
 def probe_table(rows: list[dict]) -> tuple[list[int], list[list[list[float]]]]:
@@ -479,20 +533,32 @@ def probe_summary(rows: list[dict]) -> dict[str, float | int | None]:
     """
     steps, table = probe_table(rows)
     roles = {r["probe"]: r["role"] for r in rows}
-    out: dict[str, float | int | None] = {"probe_checkpoints": len(steps), "probe_high_rise": None,
-                                          "probe_low_rise": None, "probe_noise": None, "probe_drift_z": None}
-    if len(steps) < 2:
+    out: dict[str, float | int | None] = {"probe_checkpoints": len(steps)}
+    sums = [[sum(table[c][p]) for c in range(len(steps))] for p in range(len(table[0]) if table else 0)]
+    out.update(_drift(sums, roles, "probe"))
+    # the same figures on the answer tokens alone (rows recorded with answer spans)
+    spans = {r["probe"]: r.get("answer_span") for r in rows}
+    answer = [[sum(table[c][p][spans[p][0] : spans[p][1]]) for c in range(len(steps))] if spans.get(p) else None
+              for p in range(len(sums))]
+    out.update(_drift(answer, roles, "probe_answer"))
+    return out
+
+
+def _drift(series: list[list[float] | None], roles: dict[int, str], prefix: str) -> dict[str, float | None]:
+    """Rise (last − first) of the high and low probes, the high probes' step-to-step noise and drift z."""
+    out: dict[str, float | None] = {f"{prefix}_high_rise": None, f"{prefix}_low_rise": None,
+                                    f"{prefix}_noise": None, f"{prefix}_drift_z": None}
+    if not series or len(next((s for s in series if s), [])) < 2:
         return out
-    sums = [[sum(table[c][p]) for c in range(len(steps))] for p in range(len(table[0]))]
     for role in ("high", "low"):
-        rises = [s[-1] - s[0] for p, s in enumerate(sums) if roles.get(p) == role]
-        out[f"probe_{role}_rise"] = sum(rises) / len(rises) if rises else None
-    high = [torch.tensor(s).diff() for p, s in enumerate(sums) if roles.get(p) == "high"]
-    if high and len(steps) >= 3:
+        rises = [s[-1] - s[0] for p, s in enumerate(series) if s and roles.get(p) == role]
+        out[f"{prefix}_{role}_rise"] = sum(rises) / len(rises) if rises else None
+    high = [torch.tensor(s).diff() for p, s in enumerate(series) if s and roles.get(p) == "high"]
+    if high and len(high[0]) >= 2:
         noise = sum(float(d.std()) for d in high) / len(high)
-        out["probe_noise"] = noise
+        out[f"{prefix}_noise"] = noise
         mean_step = sum(float(d.mean()) for d in high) / len(high)
-        out["probe_drift_z"] = mean_step / (noise / math.sqrt(len(steps) - 1)) if noise > 0 else None
+        out[f"{prefix}_drift_z"] = mean_step / (noise / math.sqrt(len(high[0]))) if noise > 0 else None
     return out
 
 

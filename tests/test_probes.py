@@ -158,3 +158,31 @@ def test_all_zero_variance_steps_keep_recording(tmp_path):
     s = probe_summary(_rows(tr))
     assert tr.probes.roles == ["tie"] * len(tr.probes.rollouts)
     assert s["probe_checkpoints"] == 3 and s["probe_high_rise"] is None
+
+
+def test_answer_span_finds_the_answer_tokens_and_refuses_none():
+    from kimina_edu.trainer import answer_span
+
+    _, tok = load_policy("pocket", recipe=SMOKE, verbose=False)
+    ids = tok("<think>all cats</think><answer>Yes</answer>", add_special_tokens=False)["input_ids"]
+    start, end = answer_span(tok, ids)
+    assert tok.decode(ids[start:end]).strip().endswith("Yes") and "</answer>" not in tok.decode(ids[start:end])
+    for text in ("", "<think>no answer here</think>", "<answer></answer>", "<answer>Yes", "</answer>Yes<answer>"):
+        assert answer_span(tok, tok(text, add_special_tokens=False)["input_ids"]) is None, text
+    odd = tok("<answer>ja ✓ — 是</answer>", add_special_tokens=False)["input_ids"]
+    assert answer_span(tok, odd) is not None
+    huge = tok("<think>" + "why " * 20_000 + "</think><answer>No</answer>", add_special_tokens=False)["input_ids"]
+    s, e = answer_span(tok, huge)
+    assert e == len(huge) - len(tok("</answer>", add_special_tokens=False)["input_ids"]) and s < e
+
+
+def test_summary_follows_the_answer_tokens_when_spans_are_recorded():
+    # token 0 is template (drifts down for both), token 1 is the answer (high up, low down)
+    high = [[-1.0 - 0.1 * c, -2.0 + 0.5 * c + (0.1 if c % 2 else 0.0)] for c in range(5)]
+    low = [[-1.0 - 0.1 * c, -2.0 - 0.5 * c] for c in range(5)]
+    rows = [{"step": c, "probe": p, "role": role, "token_logp": v[c], "answer_span": [1, 2]}
+            for c in range(5) for p, (role, v) in enumerate((("high", high), ("low", low)))]
+    s = probe_summary(rows)
+    assert math.isclose(s["probe_answer_high_rise"], 2.0) and math.isclose(s["probe_answer_low_rise"], -2.0)
+    assert math.isclose(s["probe_high_rise"], 1.6) and s["probe_answer_noise"] > 0
+    assert probe_summary([dict(r, answer_span=None) for r in rows])["probe_answer_high_rise"] is None
