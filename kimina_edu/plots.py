@@ -41,21 +41,34 @@ def plot_clipped_surrogate(advantage: float, eps_low: float, eps_high: float, ra
     return ax
 
 
-def plot_curves(logs: list[dict], keys: Iterable[str], ax=None, label_prefix: str = "", window: int = 1):
-    """Plot logged metrics over steps (one line per key), optionally smoothed."""
+def plot_curves(logs: list[dict], keys: Iterable[str], ax=None, label_prefix: str = "", window: int = 1,
+                band: dict[str, str] | None = None):
+    """Plot logged metrics over steps (one line per key), optionally smoothed.
+
+    ``band`` maps a key to the key of its per-step standard error (e.g. ``{"reward_mean": "reward_se"}``):
+    the raw steps are drawn as faint dots and the (smoothed) line gets a ±2 standard-error band — the
+    error of a mean over the window's steps, √(Σ se²)/n, so a rise is readable against the noise."""
+    import pandas as pd
+
     ax = _ax(ax)
     steps = [row["step"] for row in logs]
+    band = band or {}
     for key in keys:
-        values = np.array([row.get(key, np.nan) for row in logs], dtype=float)
+        raw = np.array([row.get(key, np.nan) for row in logs], dtype=float)
+        values = raw
         if window > 1:  # centred moving average; the window shrinks at the edges instead of padding with 0
-            import pandas as pd
-
-            values = pd.Series(values).rolling(window, min_periods=1, center=True).mean().to_numpy()
-        ax.plot(steps, values, label=f"{label_prefix}{key}")
+            values = pd.Series(raw).rolling(window, min_periods=1, center=True).mean().to_numpy()
+        (line,) = ax.plot(steps, values, label=f"{label_prefix}{key}")
+        if key in band:
+            se = np.array([row.get(band[key], np.nan) for row in logs], dtype=float)
+            roll = pd.Series(se**2).rolling(max(window, 1), min_periods=1, center=True)
+            half = 2 * np.sqrt(roll.sum().to_numpy()) / roll.count().to_numpy()
+            ax.fill_between(steps, values - half, values + half, color=line.get_color(), alpha=0.2,
+                            label=f"{label_prefix}{key} ± 2 s.e.")
+            ax.plot(steps, raw, ".", color=line.get_color(), alpha=0.4, ms=4)
     ax.set_xlabel("step")
     ax.legend(fontsize=8)
     return ax
-
 
 
 def token_label(text: str) -> str:

@@ -633,10 +633,12 @@ class GRPOTrainer:
         self.backend.release()  # the sampler's weights are not needed while the policy learns
         rewards = torch.cat(rewards_all)
         zero_std = (rewards.max(1).values == rewards.min(1).values).float().mean().item()
+        per_question = rewards.mean(1)  # questions are the independent draws; a group's samples are not
+        reward_se = per_question.std().item() / math.sqrt(len(per_question)) if len(per_question) > 1 else 0.0
         advantages = torch.tensor([r.advantage for r in buffer])
         self._pending_rollouts = logged  # written with the step's log row, when the step has finished
         stats = {
-            "reward_mean": rewards.mean().item(), "reward_std": rewards.std().item(),
+            "reward_mean": rewards.mean().item(), "reward_std": rewards.std().item(), "reward_se": reward_se,
             # ≈ 0 and ≈ the share of groups with signal under scale="group": what the gradient is fed
             "adv_mean": advantages.mean().item(), "adv_std": advantages.std().item() if len(advantages) > 1 else 0.0,
             "format": sum(p.format for p in parts) / len(parts), "correct": sum(p.correct for p in parts) / len(parts),
