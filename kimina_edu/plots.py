@@ -81,7 +81,7 @@ def plot_probe_logprobs(steps: list[int], sums: list[list[float]], labels: list[
     """Each probe completion's summed log-prob, minus its value at the first checkpoint, over the run's
     steps: rewarded ("high", solid) against penalised ("low", dashed), one colour per question.
     The reference article's figure, on a fixed set of sampled completions. ``what``: which tokens were
-    summed (the axis label), e.g. "answer" for the tokens inside ``<answer>…</answer>``."""
+    summed (the axis label), e.g. "completion from its fork on"."""
     ax = _ax(ax, figsize=(9, 4))
     colours = plt.get_cmap("tab10")
     for s, label, role, g in zip(sums, labels, roles, groups):
@@ -90,7 +90,7 @@ def plot_probe_logprobs(steps: list[int], sums: list[list[float]], labels: list[
         ax.plot(steps, delta, style, color=colours(g % 10), lw=2 if role == "high" else 1.5, label=label)
     ax.axhline(0.0, color="k", lw=0.5)
     ax.set(xlabel="GRPO step", ylabel=f"Δ log π({what})  [nats, vs step 0]",
-           title=f"fixed probe completions, {what} tokens, under the training policy (solid: advantage > 0, dashed: < 0)")
+           title=f"fixed probe completions under the training policy: {what} (solid: advantage > 0, dashed: < 0)")
     ax.legend(fontsize=7, loc="best")
     return ax
 

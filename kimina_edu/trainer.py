@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import math
 import random
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -411,19 +410,20 @@ class ProbeSet:
     roles: list[str]
     groups: list[int]  # which question (0, 1, …) each probe completion answers
     every: int = 1
-    # each probe's answer tokens, [start, end) in its completion (those inside <answer>…</answer>);
-    # None where it wrote no answer. Most tokens of a high and a low completion are the same
-    # template; the answer is where they differ, and where GRPO's push shows first.
-    answer_spans: list[tuple[int, int] | None] | None = None
+    # each probe's tokens from the fork on, [start, end): where its completion first differs from the
+    # other probe of its question (None for "tie" probes). A rewarded and a penalised completion share
+    # their opening (the same template, often the same restatement); what the policy chose differently
+    # starts at the fork, and the shared part's drift pulls both probes alike.
+    fork_spans: list[tuple[int, int] | None] | None = None
 
     @classmethod
     def from_rollouts(cls, rollouts: list[Rollout], group_size: int, *, n_questions: int = 3,
-                      every: int = 1, tok=None) -> ProbeSet:
+                      every: int = 1) -> ProbeSet:
         """The highest- and lowest-advantage completion of up to ``n_questions`` groups of
         ``rollouts`` (consecutive runs of ``group_size``, as the trainer lays them out). Groups
         with differing rewards come first; when fewer than ``n_questions`` have any, groups
         without signal fill in (their two probes are "tie"). Empty completions are never probes.
-        With ``tok``, each probe's answer tokens are found too (``answer_spans``)."""
+        Each high/low pair's fork is found too (``fork_spans``)."""
         if group_size < 1 or n_questions < 1 or every < 1:
             raise ValueError(f"group_size, n_questions and every must be ≥ 1; got {group_size}, {n_questions}, {every}")
         groups = [[r for r in rollouts[k : k + group_size] if r.completion_ids]
@@ -442,7 +442,12 @@ class ProbeSet:
                                      r.truncated))
                 roles.append(role)
                 owners.append(q)
-        spans = [answer_span(tok, r.completion_ids) for r in picks] if tok is not None else None
+        spans: list[tuple[int, int] | None] = [None] * len(picks)
+        for i in range(len(picks) - 1):
+            if roles[i] == "high" and roles[i + 1] == "low":  # the pair of one question, laid out high then low
+                a, b = picks[i].completion_ids, picks[i + 1].completion_ids
+                d = fork_index(a, b)
+                spans[i], spans[i + 1] = (min(d, len(a) - 1), len(a)), (min(d, len(b) - 1), len(b))
         return cls(picks, roles, owners, every, spans)
 
     @classmethod
@@ -450,7 +455,7 @@ class ProbeSet:
                max_batches: int = 10) -> ProbeSet:
         """Chapter 4's probe set, drawn as its section 2 draws it: the first B questions of ``entries``
         sampled G times from ``model`` (seed ``cfg.seed``), the next B (seed + B) while no group's
-        rewards differ, up to ``max_batches`` batches; then :meth:`from_rollouts` with ``tok``."""
+        rewards differ, up to ``max_batches`` batches; then :meth:`from_rollouts`."""
         from kimina_edu.rollouts import generate
 
         b = cfg.questions_per_batch
@@ -467,7 +472,7 @@ class ProbeSet:
         adv = group_advantages(rewards, scale=cfg.scale).flatten()
         rollouts = [Rollout(prompt_ids[i // cfg.group_size], c, [], float(a), x.total, tok.eos_token_id not in c)
                     for i, (c, a, x) in enumerate(zip(comps, adv, scores))]
-        return cls.from_rollouts(rollouts, cfg.group_size, n_questions=n_questions, every=every, tok=tok)
+        return cls.from_rollouts(rollouts, cfg.group_size, n_questions=n_questions, every=every)
 
     @torch.no_grad()
     def score(self, model, pad_id: int) -> list[list[float]]:
@@ -482,33 +487,19 @@ class ProbeSet:
 
     def rows(self, model, pad_id: int, step: int) -> list[dict]:
         """One ``probes.jsonl`` row per probe completion at ``step``: its summed and per-token log-prob."""
-        spans = self.answer_spans or [None] * len(self.rollouts)
+        spans = self.fork_spans or [None] * len(self.rollouts)
         return [{"step": step, "probe": i, "group": self.groups[i], "role": self.roles[i],
                  "advantage": self.rollouts[i].advantage, "reward": self.rollouts[i].reward,
-                 "logp": sum(lp), "token_logp": lp,
-                 "answer_span": list(spans[i]) if spans[i] else None,
-                 "answer_logp": sum(lp[spans[i][0] : spans[i][1]]) if spans[i] else None}
+                 "logp": sum(lp), "token_logp": lp, "fork_span": list(spans[i]) if spans[i] else None,
+                 "fork_logp": sum(lp[spans[i][0] : spans[i][1]]) if spans[i] else None}
                 for i, lp in enumerate(self.score(model, pad_id))]
 
 
-_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
-
-
-def answer_span(tok, completion_ids: list[int]) -> tuple[int, int] | None:
-    """The tokens of ``completion_ids`` that overlap the text inside its first ``<answer>…</answer>``,
-    as ``[start, end)``; None without a non-empty answer. One decode per token, one regex pass: linear."""
-    pieces = [tok.decode([t]) for t in completion_ids]
-    match = _ANSWER.search("".join(pieces))
-    if match is None or match.start(1) == match.end(1):
-        return None
-    start = end = None
-    pos = 0
-    for i, piece in enumerate(pieces):
-        lo, pos = pos, pos + len(piece)
-        if pos > match.start(1) and lo < match.end(1):  # this token's text overlaps the answer
-            start = i if start is None else start
-            end = i + 1
-    return (start, end) if start is not None else None
+def fork_index(a: list[int], b: list[int]) -> int:
+    """The first position where token lists ``a`` and ``b`` differ (the shorter length if one is the
+    other's prefix)."""
+    n = min(len(a), len(b))
+    return next((i for i in range(n) if a[i] != b[i]), n)
 
 
 def probe_table(rows: list[dict]) -> tuple[list[int], list[list[list[float]]]]:
@@ -536,11 +527,11 @@ def probe_summary(rows: list[dict]) -> dict[str, float | int | None]:
     out: dict[str, float | int | None] = {"probe_checkpoints": len(steps)}
     sums = [[sum(table[c][p]) for c in range(len(steps))] for p in range(len(table[0]) if table else 0)]
     out.update(_drift(sums, roles, "probe"))
-    # the same figures on the answer tokens alone (rows recorded with answer spans)
-    spans = {r["probe"]: r.get("answer_span") for r in rows}
-    answer = [[sum(table[c][p][spans[p][0] : spans[p][1]]) for c in range(len(steps))] if spans.get(p) else None
-              for p in range(len(sums))]
-    out.update(_drift(answer, roles, "probe_answer"))
+    # the same figures from each pair's fork on (rows recorded with fork spans)
+    spans = {r["probe"]: r.get("fork_span") for r in rows}
+    fork = [[sum(table[c][p][spans[p][0] : spans[p][1]]) for c in range(len(steps))] if spans.get(p) else None
+            for p in range(len(sums))]
+    out.update(_drift(fork, roles, "probe_fork"))
     return out
 
 

@@ -160,29 +160,28 @@ def test_all_zero_variance_steps_keep_recording(tmp_path):
     assert s["probe_checkpoints"] == 3 and s["probe_high_rise"] is None
 
 
-def test_answer_span_finds_the_answer_tokens_and_refuses_none():
-    from kimina_edu.trainer import answer_span
+def test_each_pair_forks_where_its_completions_first_differ():
+    from kimina_edu.trainer import fork_index
 
-    _, tok = load_policy("pocket", recipe=SMOKE, verbose=False)
-    ids = tok("<think>all cats</think><answer>Yes</answer>", add_special_tokens=False)["input_ids"]
-    start, end = answer_span(tok, ids)
-    assert tok.decode(ids[start:end]).strip().endswith("Yes") and "</answer>" not in tok.decode(ids[start:end])
-    for text in ("", "<think>no answer here</think>", "<answer></answer>", "<answer>Yes", "</answer>Yes<answer>"):
-        assert answer_span(tok, tok(text, add_special_tokens=False)["input_ids"]) is None, text
-    odd = tok("<answer>ja ✓ — 是</answer>", add_special_tokens=False)["input_ids"]
-    assert answer_span(tok, odd) is not None
-    huge = tok("<think>" + "why " * 20_000 + "</think><answer>No</answer>", add_special_tokens=False)["input_ids"]
-    s, e = answer_span(tok, huge)
-    assert e == len(huge) - len(tok("</answer>", add_special_tokens=False)["input_ids"]) and s < e
+    rows = (_group([1, 2], [1.0, -1.0, 0.0], lengths=[5, 7, 3]) + _group([3], [0.0, 0.0, 0.0]))
+    rows[1].completion_ids[:2] = rows[0].completion_ids[:2]  # the pair shares two tokens, then parts
+    rows[1].completion_ids[2] = 99
+    probes = ProbeSet.from_rollouts(rows, 3, n_questions=2)
+    assert probes.roles == ["high", "low", "tie", "tie"]
+    assert probes.fork_spans == [(2, 5), (2, 7), None, None]
+    assert fork_index([1, 2, 3], [1, 2, 3, 4]) == 3 and fork_index([], [5]) == 0 and fork_index([4], [5]) == 0
+    same = _group([1], [1.0, -1.0])
+    same[1].completion_ids = list(same[0].completion_ids)  # identical text, different advantages
+    assert ProbeSet.from_rollouts(same, 2).fork_spans == [(2, 3), (2, 3)]  # the last token: never an empty span
 
 
-def test_summary_follows_the_answer_tokens_when_spans_are_recorded():
-    # token 0 is template (drifts down for both), token 1 is the answer (high up, low down)
+def test_summary_follows_the_tokens_from_the_fork_when_spans_are_recorded():
+    # token 0 is the shared opening (drifts down for both), token 1 is where they part (high up, low down)
     high = [[-1.0 - 0.1 * c, -2.0 + 0.5 * c + (0.1 if c % 2 else 0.0)] for c in range(5)]
     low = [[-1.0 - 0.1 * c, -2.0 - 0.5 * c] for c in range(5)]
-    rows = [{"step": c, "probe": p, "role": role, "token_logp": v[c], "answer_span": [1, 2]}
+    rows = [{"step": c, "probe": p, "role": role, "token_logp": v[c], "fork_span": [1, 2]}
             for c in range(5) for p, (role, v) in enumerate((("high", high), ("low", low)))]
     s = probe_summary(rows)
-    assert math.isclose(s["probe_answer_high_rise"], 2.0) and math.isclose(s["probe_answer_low_rise"], -2.0)
-    assert math.isclose(s["probe_high_rise"], 1.6) and s["probe_answer_noise"] > 0
-    assert probe_summary([dict(r, answer_span=None) for r in rows])["probe_answer_high_rise"] is None
+    assert math.isclose(s["probe_fork_high_rise"], 2.0) and math.isclose(s["probe_fork_low_rise"], -2.0)
+    assert math.isclose(s["probe_high_rise"], 1.6) and s["probe_fork_noise"] > 0
+    assert probe_summary([dict(r, fork_span=None) for r in rows])["probe_fork_high_rise"] is None

@@ -219,3 +219,17 @@ def test_collapse_guard_stops_and_puts_back_the_best_weights(tmp_path, capsys):
     assert "collapse guard: stopped at step 4" in capsys.readouterr().out
     assert all(torch.equal(p, q) for p, q in zip(tr.params, kept[2]))  # the weights after step 2 are back
     assert not all(torch.equal(p, q) for p, q in zip(kept[4], kept[2]))
+
+
+def test_smollm2_preset_is_the_cpu_one_and_smoke_stays_small():
+    from kimina_edu.trainer import TrainConfig
+
+    full = TrainConfig.preset("smollm2", seed=2)
+    assert (full.steps, full.questions_per_batch, full.group_size, full.max_new_tokens) == (12, 8, 6, 96)
+    assert full.balance_answers and full.guard_window == 4 and full.seed == 2
+    assert full.buffer_size == full.questions_per_batch * full.group_size  # one round: TRL can run the same
+    assert TrainConfig.preset("smollm2", lr=1e-5).lr == 1e-5  # a notebook parameter wins
+    smoke = TrainConfig.preset("smollm2", smoke=True)
+    assert (smoke.steps, smoke.questions_per_batch, smoke.balance_answers) == (6, 2, False)
+    hub = TrainConfig.preset("HuggingFaceTB/SmolLM-135M-Instruct")
+    assert (hub.max_new_tokens, hub.lr, hub.balance_answers) == (300, 1e-5, False)  # the article's, LoRA lr
