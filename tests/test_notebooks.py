@@ -39,6 +39,8 @@ def check_02(m):
     assert m["worked_example_advantages"] == pytest.approx([0.7071, -0.7071], abs=1e-4)
     assert m["all_equal_group_advantages"] == [0.0] * 4
     assert abs(m["loss_at_ratio_one"]) < 1e-6 and m["grad_norm_at_ratio_one"] > 1e-4
+    rise_high, rise_low = m["toy_rounds_rise"]  # the article's picture: rounds on one batch
+    assert rise_high > 0.5 and rise_low < -0.5
     w = {lt: list(v["token_weight_by_length"].values()) for lt, v in m["aggregation"].items()}
     assert w["grpo"][0] > 5 * w["grpo"][-1], "grpo must weigh short completions' tokens more"
     assert w["dr_grpo"][0] == pytest.approx(w["dr_grpo"][-1]), "dr_grpo weighs every token the same"
