@@ -3,9 +3,9 @@
 import matplotlib
 
 matplotlib.use("Agg")
-import numpy as np  # noqa: E402
+import numpy as np
 
-from kimina_edu.plots import plot_curves  # noqa: E402
+from kimina_edu.plots import plot_curves
 
 
 def _band_halfwidth(ax):
