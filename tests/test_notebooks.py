@@ -246,7 +246,9 @@ def check_hub_05(m, course):
     # float32 through 30 layers: ours runs the shared prompt once, TRL every sequence whole — another summation
     # order, 1.2e-6 measured (the pocket model's 4 layers stay under 1e-6)
     assert m["parity_max_abs_diff"] < 1e-5 and set(m["parity"]) == {"grpo", "bnpo", "dapo", "dr_grpo"}
-    assert m["variant_parity_max_abs_diff"] < 1e-5 and set(m["variant_parity"]) == {"cispo", "sapo", "gspo"}
+    # CISPO's value is Σ A·log π of random tokens (|loss| ~ 10): 1.3e-5 absolute measured, the same relative
+    # rounding as the losses above
+    assert m["variant_parity_max_rel_diff"] < 1e-5 and set(m["variant_parity"]) == {"cispo", "sapo", "gspo"}
     assert m["steps"] == course["results"]["04"].metrics["config"]["steps"]
     assert 0.0 <= m["trl_accuracy_after"] <= 1.0 and m["n_eval"] == 40
 
