@@ -62,6 +62,15 @@ def group_advantages_cases(seed: int = 0) -> dict[str, Case]:
     return {f"{name}, unbiased={u}": Case((r,), {"unbiased": u}) for name, r in trials.items() for u in (True, False)}
 
 
+def _ragged_logps(g, n: int, t: int, spread: float):
+    """``(new, old, mask)``: old log-probs in (−3, 0], new = old + ``spread``·noise (trainable), lengths 2…t."""
+    import torch
+
+    mask = (torch.arange(t)[None, :] < torch.randint(2, t + 1, (n, 1), generator=g)).float()
+    old = -torch.rand(n, t, generator=g) * 3
+    return (old + spread * torch.randn(n, t, generator=g)).requires_grad_(), old, mask
+
+
 def policy_loss_cases(seed: int = 0, n: int = 6, t: int = 10) -> dict[str, Case]:
     """One ragged batch (padding masked), ratios well outside the clip range too, under each loss type;
     arguments ``(logp, old_logp, advantages, mask, loss_type, max_len)``, gradients compared on ``logp``."""
@@ -70,9 +79,7 @@ def policy_loss_cases(seed: int = 0, n: int = 6, t: int = 10) -> dict[str, Case]
     from kimina_edu.grpo import LOSS_TYPES, group_advantages
 
     g = torch.Generator().manual_seed(seed)
-    mask = (torch.arange(t)[None, :] < torch.randint(2, t + 1, (n, 1), generator=g)).float()
-    old = -torch.rand(n, t, generator=g) * 3
-    new = (old + 0.4 * torch.randn(n, t, generator=g)).requires_grad_()
+    new, old, mask = _ragged_logps(g, n, t, spread=0.4)
     adv = group_advantages(torch.rand(1, n, generator=g))[0]
     return {lt: Case((new, old, adv, mask, lt, t), grad_wrt=[new]) for lt in LOSS_TYPES}
 
@@ -179,23 +186,19 @@ def surrogate_cases(seed: int = 0, n: int = 6, t: int = 10) -> dict[str, Case]:
     arguments ``(logp, old_logp, advantages, mask, kind)``, gradients compared on ``logp``."""
     import torch
 
-    g = torch.Generator().manual_seed(seed)
-    mask = (torch.arange(t)[None, :] < torch.randint(2, t + 1, (n, 1), generator=g)).float()
-    old = -torch.rand(n, t, generator=g) * 3
-    new = (old + 0.6 * torch.randn(n, t, generator=g)).requires_grad_()
+    new, old, mask = _ragged_logps(torch.Generator().manual_seed(seed), n, t, spread=0.6)
     adv = torch.tensor([1.2, -0.4, 0.7, -1.1, 0.0, 0.3])[:n]
     return {kind: Case((new, old, adv, mask, kind), grad_wrt=[new]) for kind in ("cispo", "sapo")}
 
 
-CISPO_CAP, SAPO_TAU_POS, SAPO_TAU_NEG = 5.0, 1.0, 1.05  # TRL 1.16's SAPO temperatures; CISPO's cap as its docs use
+CISPO_CAP = 5.0  # CISPO's cap on the ratio (ε_high), as TRL's docs use it; SAPO keeps policy_loss's τ (TRL's)
 
 
 def surrogate_reference(logp, old_logp, advantages, mask, kind):
     """``policy_loss`` with ``surrogate=kind`` (each sequence's mean, then the mean: TRL's ``grpo`` reduction)."""
     from kimina_edu.grpo import policy_loss
 
-    return policy_loss(logp, old_logp, advantages, mask, loss_type="grpo", eps_high=CISPO_CAP, surrogate=kind,
-                       sapo_tau_pos=SAPO_TAU_POS, sapo_tau_neg=SAPO_TAU_NEG)[0]
+    return policy_loss(logp, old_logp, advantages, mask, loss_type="grpo", eps_high=CISPO_CAP, surrogate=kind)[0]
 
 
 def compose_surrogate(per_token: Callable) -> Callable:
