@@ -48,7 +48,15 @@ def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dic
     from kimina_edu.runtime import use_progress_bar
     from kimina_edu.sft import SFTRecipe, ensure_sft_adapter, sft_stop_record
     from kimina_edu.tasks import SEEDS, claim_read_rate, held_out, make_entries, premises_only_accuracy
-    from kimina_edu.trainer import GRPOTrainer, ProbeSet, TrainConfig, probe_summary, read_log, reward_at_ends
+    from kimina_edu.trainer import (
+        GRPOTrainer,
+        ProbeSet,
+        TrainConfig,
+        probe_summary,
+        read_log,
+        reward_at_ends,
+        shift_summary,
+    )
     from kimina_edu.trl_bridge import REWARD_FUNCS, build_dataset, grpo_config, stop_when_silent
 
     row: dict = {"seed": seed, "threads": torch.get_num_threads(), "model": model_id}
@@ -86,6 +94,7 @@ def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dic
         log = trainer.train()
         row["grpo_seconds"] = time.perf_counter() - t0
         row.update(probe_summary(read_log(trainer.probe_path)))
+        row.update(shift_summary(log))
         row["guard_stopped"] = getattr(trainer, "guard_stopped", None)
         after = evaluate_policy(model, tok, eval_entries, max_new_tokens=cfg.max_new_tokens, progress=False,
                                 keep_completions=True)
@@ -118,7 +127,8 @@ def goals_missed(row: dict) -> list[str]:
     metrics = {"03": {"sft_accuracy": row["sft_accuracy"], "sft_format_rate": row["sft_format_rate"]}}
     if "grpo_after" in row:
         metrics["04"] = {"accuracy_before": row["grpo_before"], "accuracy_after": row["grpo_after"],
-                         "grpo_seconds": row["grpo_seconds"], "format_after": row["grpo_format_rate"]}
+                         "grpo_seconds": row["grpo_seconds"], "format_after": row["grpo_format_rate"],
+                         "shift_pos_mean": row.get("shift_pos_mean"), "shift_neg_mean": row.get("shift_neg_mean")}
     return [text for nb, checks in GOALS[row.get("model", "pocket")].items() if nb in metrics
             for text, met in checks if not met(metrics[nb])]
 
@@ -135,6 +145,9 @@ FIGURES = [("sft_epochs", "03 SFT epochs run", NUM), ("sft_accuracy", "03 SFT ac
            ("probe_fork_noise", "04 probe, from the fork on: noise between checkpoints (nats)", "{:.2f}".format),
            ("probe_high_rise", "04 probe: whole-completion rise, rewarded (nats)", "{:+.2f}".format),
            ("probe_low_rise", "04 probe: whole-completion rise, penalised (nats)", "{:+.2f}".format),
+           ("shift_gap_frac", "04 measured updates with rewarded above penalised", PCT),
+           ("shift_pos_mean", "04 per update: Δ log-prob per token, rewarded (nats)", "{:+.4f}".format),
+           ("shift_neg_mean", "04 per update: Δ log-prob per token, penalised (nats)", "{:+.4f}".format),
            ("trl_after", "05 TRL accuracy after", PCT), ("trl_minus_ours", "05 TRL − ours (points)", PTS),
            ("trl_steps", "05 TRL steps run", NUM), ("trl_seconds", "05 TRL seconds", NUM)]
 

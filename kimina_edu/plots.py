@@ -121,3 +121,39 @@ def plot_probe_heatmap(tokens: list[list[str]], values: list[list[float]], group
     if im is not None:
         fig.colorbar(im, ax=axes[:, 0].tolist(), fraction=0.02, pad=0.01)
     return fig
+
+
+def plot_update_shift(logs: list[dict], ax=None, gap_ax=None):
+    """What each measured update did to the completions it learned from (log keys ``shift_pos``,
+    ``shift_neg``): the mean change of their per-token log-prob, rewarded (A > 0) against penalised
+    (A < 0), one point per measured step; the gap between the two is what GRPO asks for. ``gap_ax``:
+    also the gap itself (rewarded − penalised), one bar per update, green where it is positive — one
+    large update does not flatten the others there, as it does on the shared axis of ``ax``."""
+    ax = _ax(ax, figsize=(9, 3.5))
+    rows = [r for r in logs if "shift_pos" in r and "shift_neg" in r]
+    if not rows:
+        ax.text(0.5, 0.5, "no update was measured (shift_every = 0, or every step skipped)", ha="center",
+                transform=ax.transAxes)
+        ax.set_axis_off()
+        return ax
+    steps = [r["step"] for r in rows]
+    pos, neg = np.array([r["shift_pos"] for r in rows]), np.array([r["shift_neg"] for r in rows])
+    ax.plot(steps, pos, "o-", color="tab:green", label="rewarded completions (A > 0)")
+    ax.plot(steps, neg, "s--", color="tab:red", label="penalised completions (A < 0)")
+    ax.fill_between(steps, neg, pos, where=pos > neg, color="tab:green", alpha=0.12, interpolate=True,
+                    label="rewarded above penalised")
+    ax.fill_between(steps, neg, pos, where=pos <= neg, color="tab:red", alpha=0.25, interpolate=True,
+                    label="the wrong way round")
+    ax.axhline(0.0, color="k", lw=0.5)
+    ax.set(xlabel="GRPO step", ylabel="Δ mean log π per token  [nats]",
+           title="each measured update, on the completions it learned from: after − before the optimizer step")
+    ax.legend(fontsize=8, loc="best")
+    if gap_ax is not None:
+        gap = pos - neg
+        width = 0.8 * (min(np.diff(steps)) if len(steps) > 1 else 1)
+        gap_ax.bar(steps, gap, width=width, color=np.where(gap > 0, "tab:green", "tab:red"))
+        gap_ax.axhline(0.0, color="k", lw=0.5)
+        gap_ax.set_yscale("symlog", linthresh=max(float(np.median(np.abs(gap))), 1e-6))
+        gap_ax.set(xlabel="GRPO step", ylabel="rewarded − penalised  [nats, symlog]",
+                   title=f"the gap, update by update: right way round in {int((gap > 0).sum())} of {len(gap)}")
+    return ax

@@ -91,10 +91,14 @@ class TrainConfig:
     # `guard_drop` below the best earlier window's, and put back the weights of that best window
     guard_window: int = 0
     guard_drop: float = 0.15
+    # every update's effect, measured: at step 1 and every `shift_every` steps, the learned buffer is
+    # scored (no gradient) before and after its optimizer step(s) → log keys shift_pos / shift_neg,
+    # the mean change of the per-token log-prob of the completions with A > 0 / A < 0 (0: never)
+    shift_every: int = 10
 
     # fields that may differ on resume without changing what is being trained
     RESUMABLE = ("steps", "eval_every", "checkpoint_every", "log_rollouts", "silent_window", "guard_window",
-                 "guard_drop")
+                 "guard_drop", "shift_every")
 
     @classmethod
     def preset(cls, model_id: str = "pocket", *, smoke: bool = False, quick: bool = False, **overrides) -> TrainConfig:
@@ -115,7 +119,7 @@ class TrainConfig:
         if smoke:
             base.update(steps=6, eval_every=3, questions_per_batch=4, buffer_size=24, minibatch_size=12,
                         grad_accum=2, max_new_tokens=48 if model_id == "pocket" else 32,
-                        lr=5e-3 if model_id == "pocket" else 1e-4, silent_window=0)
+                        lr=5e-3 if model_id == "pocket" else 1e-4, silent_window=0, shift_every=1)
             if model_id == "smollm2":  # real weights: two questions a step keep `make test` in minutes
                 base.update(questions_per_batch=2, buffer_size=12, minibatch_size=12, grad_accum=1)
         base.update({k: v for k, v in overrides.items() if v is not None})
@@ -673,6 +677,9 @@ class GRPOTrainer:
         buffer = [r for r in buffer if r.advantage != 0.0 or cfg.beta > 0]
         if not buffer:
             return {"skipped": 1.0}
+        step = self.step + 1  # the step this update belongs to (train_step counts it after learning)
+        measure = bool(cfg.shift_every) and (step == 1 or step % cfg.shift_every == 0)
+        before = self._mean_token_logps(buffer) if measure else None
         self.model.train()
         totals: dict[str, float] = {}
         n_mb, n_tokens, t0 = 0, 0, time.perf_counter()
@@ -697,6 +704,21 @@ class GRPOTrainer:
         out = {k: v / n_mb for k, v in totals.items()}
         out["train_tokens_per_s"] = n_tokens / (time.perf_counter() - t0)
         out["skipped"] = 0.0
+        if before is not None:
+            out.update(update_shift([r.advantage for r in buffer], before, self._mean_token_logps(buffer)))
+        return out
+
+    @torch.no_grad()
+    def _mean_token_logps(self, rollouts: list[Rollout]) -> list[float]:
+        """Each rollout's mean per-token completion log-prob under the current weights (evaluation
+        mode, no gradient), in minibatch-sized chunks."""
+        was_training = self.model.training
+        self.model.eval()
+        out: list[float] = []
+        for k in range(0, len(rollouts), self.cfg.minibatch_size):
+            logp, mask = completion_logprobs(self.model, rollouts[k : k + self.cfg.minibatch_size], self.tok.pad_token_id)
+            out.extend(((logp * mask).sum(1) / mask.sum(1).clamp(min=1)).tolist())
+        self.model.train(was_training)
         return out
 
     def _minibatch_backward(self, mb: list[Rollout], scale: float) -> dict[str, float]:
@@ -871,6 +893,41 @@ class GRPOTrainer:
         restore_trainer(self, path)
 
 
+def update_shift(advantages: list[float], before: list[float], after: list[float]) -> dict[str, float]:
+    """What one update did to the completions it learned from: ``shift_pos`` / ``shift_neg``, the mean
+    change (after − before) of the per-token log-prob over completions with advantage > 0 / < 0
+    (NaN-free: a side without completions is left out), and ``shift_agree``, the share of completions
+    with A ≠ 0 whose log-prob moved the way their advantage's sign asked."""
+    if not len(advantages) == len(before) == len(after):
+        raise ValueError(f"update_shift: {len(advantages)} advantages, {len(before)} before, {len(after)} after")
+    pos = [b - a for adv, a, b in zip(advantages, before, after) if adv > 0]
+    neg = [b - a for adv, a, b in zip(advantages, before, after) if adv < 0]
+    out: dict[str, float] = {}
+    if pos:
+        out["shift_pos"] = sum(pos) / len(pos)
+    if neg:
+        out["shift_neg"] = sum(neg) / len(neg)
+    if pos or neg:
+        out["shift_agree"] = (sum(d > 0 for d in pos) + sum(d < 0 for d in neg)) / (len(pos) + len(neg))
+    return out
+
+
+def shift_summary(log: list[dict]) -> dict[str, float | int | None]:
+    """Every measured update of a run (log rows with both ``shift_pos`` and ``shift_neg``):
+    ``shift_updates`` (how many), ``shift_gap_frac`` (the share in which the rewarded completions
+    rose above the penalised ones, shift_pos > shift_neg), the means of shift_pos / shift_neg and of
+    shift_agree. None where fewer than two updates were measured."""
+    rows = [r for r in log if "shift_pos" in r and "shift_neg" in r]
+    out: dict[str, float | int | None] = {"shift_updates": len(rows)}
+    if len(rows) < 2:
+        return {**out, "shift_gap_frac": None, "shift_pos_mean": None, "shift_neg_mean": None, "shift_agree_mean": None}
+    n = len(rows)
+    return {**out, "shift_gap_frac": sum(r["shift_pos"] > r["shift_neg"] for r in rows) / n,
+            "shift_pos_mean": sum(r["shift_pos"] for r in rows) / n,
+            "shift_neg_mean": sum(r["shift_neg"] for r in rows) / n,
+            "shift_agree_mean": sum(r["shift_agree"] for r in rows) / n}
+
+
 def signal_exhausted(silent: list[bool], window: int) -> bool:
     """The early-stop rule (``TrainConfig.silent_window``), shared by our trainer and TRL's callback:
     ``silent`` flags each step that had no group with differing rewards; stop once the last
@@ -907,8 +964,10 @@ __all__ = [
     "probe_table",
     "read_log",
     "reward_at_ends",
+    "shift_summary",
     "signal_exhausted",
     "token_entropy",
     "token_logprobs",
     "truncated_importance_weights",
+    "update_shift",
 ]

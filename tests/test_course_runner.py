@@ -38,7 +38,8 @@ def test_failure_is_reported_and_the_rest_still_runs(tmp_path, monkeypatch, caps
 
 
 def test_learning_goals_are_judged_on_full_runs_of_models_with_goals_only():
-    full = {"smoke": False, "model": "pocket", "accuracy_before": 0.71, "grpo_seconds": 400.0, "format_after": 1.0}
+    full = {"smoke": False, "model": "pocket", "accuracy_before": 0.71, "grpo_seconds": 400.0, "format_after": 1.0,
+            "shift_pos_mean": 0.001, "shift_neg_mean": -0.001}
     assert course.missed_goals("04_grpo_from_scratch", {**full, "accuracy_after": 0.77}) == []
     missed = course.missed_goals("04_grpo_from_scratch", {**full, "accuracy_after": 0.74, "grpo_seconds": 700.0})
     assert len(missed) == 2 and "+ 5 points" in missed[0] and "10 minutes" in missed[1]
@@ -56,6 +57,15 @@ def test_learning_goals_are_judged_on_full_runs_of_models_with_goals_only():
     no_format = {k: v for k, v in full.items() if k != "format_after"}
     assert course.missed_goals("04_grpo_from_scratch", {**no_format, "accuracy_after": 0.9}) == [
         "04_grpo_from_scratch: missed goal: format rate after GRPO ≥ 95% (metrics.json has no 'format_after')"]
+    # the update's measured effect: rewarded above penalised on average over the measured updates
+    shift = "04_grpo_from_scratch: missed goal: measured updates raise rewarded completions above penalised ones, on average"
+    wrong_way = {**full, "accuracy_after": 0.9, "shift_pos_mean": -0.002, "shift_neg_mean": -0.001}
+    assert course.missed_goals("04_grpo_from_scratch", wrong_way) == [shift]
+    too_few = {**full, "accuracy_after": 0.9, "shift_pos_mean": None, "shift_neg_mean": None}  # < 2 updates measured
+    assert course.missed_goals("04_grpo_from_scratch", too_few) == [shift]
+    no_shift = {k: v for k, v in full.items() if k != "shift_pos_mean"}
+    assert course.missed_goals("04_grpo_from_scratch", {**no_shift, "accuracy_after": 0.9}) == [
+        f"{shift} (metrics.json has no 'shift_pos_mean')"]
 
 
 # ---- issue 17 item 4: overrides reach every notebook; runs/latest only ever points at a finished run
@@ -158,7 +168,7 @@ def test_quick_runs_a_third_of_the_steps_and_is_not_judged_on_the_full_goals():
     assert TrainConfig.preset("pocket", quick=True, steps=40).steps == 40, "an explicit STEPS wins"
     assert TrainConfig.preset("pocket", quick=True, smoke=True).steps == TrainConfig.preset("pocket", smoke=True).steps
     done = {"smoke": False, "quick": True, "model": "pocket", "accuracy_before": 0.7, "accuracy_after": 0.71,
-            "grpo_seconds": 90.0, "format_after": 1.0}
+            "grpo_seconds": 90.0, "format_after": 1.0, "shift_pos_mean": -1.0, "shift_neg_mean": 0.0}
     assert course.missed_goals("04_grpo_from_scratch", done) == []
 
 

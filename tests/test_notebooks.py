@@ -95,6 +95,10 @@ def check_04(m):
     for key in ("probe_high_rise", "probe_low_rise", "probe_noise", "probe_drift_z", "adv_std_mean"):
         assert isinstance(m[key], float) and math.isfinite(m[key]), key
     assert m["probe_noise"] >= 0 and isinstance(m["probe_rise_beats_noise"], bool)
+    # every update measured on its own buffer (SMOKE: shift_every = 1): rewarded above penalised
+    assert m["shift_every"] == 1 and m["shift_updates"] >= 1, "no update was measured"
+    if m["shift_updates"] >= 2:
+        assert 0.0 <= m["shift_gap_frac"] <= 1.0 and m["shift_pos_mean"] > m["shift_neg_mean"], m
 
 
 def check_05(m):

@@ -23,3 +23,27 @@ def test_reward_band_is_two_standard_errors_of_the_window_mean():
     assert len(five.lines) == 2  # the smoothed line and the raw steps' dots
     plain = plot_curves(log, ["reward_mean"], window=5)
     assert not plain.collections and len(plain.lines) == 1
+
+
+def test_update_shift_draws_each_measured_step_and_says_when_none_was():
+    from kimina_edu.plots import plot_update_shift
+
+    log = [{"step": 1, "shift_pos": 0.2, "shift_neg": -0.1}, {"step": 2}, {"step": 10, "shift_pos": 0.1, "shift_neg": 0.3}]
+    ax = plot_update_shift(log)
+    pos, neg = ax.lines[0], ax.lines[1]
+    assert list(pos.get_xdata()) == [1, 10] and list(neg.get_ydata()) == [-0.1, 0.3]
+    empty = plot_update_shift([{"step": 1}])
+    assert not empty.lines and "no update was measured" in empty.texts[0].get_text()
+
+
+def test_update_shift_gap_panel_colours_each_update_by_its_sign():
+    import matplotlib.pyplot as plt
+
+    from kimina_edu.plots import plot_update_shift
+
+    log = [{"step": 1, "shift_pos": 0.2, "shift_neg": -0.1}, {"step": 10, "shift_pos": 0.1, "shift_neg": 0.3}]
+    _, (ax, gap_ax) = plt.subplots(1, 2)
+    plot_update_shift(log, ax=ax, gap_ax=gap_ax)
+    bars = gap_ax.patches
+    assert [round(b.get_height(), 6) for b in bars] == [0.3, -0.2]
+    assert "1 of 2" in gap_ax.get_title()

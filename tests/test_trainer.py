@@ -233,3 +233,50 @@ def test_smollm2_preset_is_the_cpu_one_and_smoke_stays_small():
     assert (smoke.steps, smoke.questions_per_batch, smoke.balance_answers) == (6, 2, False)
     hub = TrainConfig.preset("HuggingFaceTB/SmolLM-135M-Instruct")
     assert (hub.max_new_tokens, hub.lr, hub.balance_answers) == (300, 1e-5, False)  # the article's, LoRA lr
+
+
+def test_update_shift_splits_by_the_sign_of_the_advantage():
+    from kimina_edu.trainer import update_shift
+
+    out = update_shift([1.0, -1.0, 0.0, 2.0], [-2.0, -2.0, -2.0, -3.0], [-1.0, -2.5, -9.0, -3.5])
+    assert out == pytest.approx({"shift_pos": 0.25, "shift_neg": -0.5, "shift_agree": 2 / 3})
+    assert update_shift([0.0], [-1.0], [-2.0]) == {}  # no completion asked to move: nothing to say
+    assert set(update_shift([1.0], [-1.0], [-0.5])) == {"shift_pos", "shift_agree"}  # no NaN side
+    with pytest.raises(ValueError, match="2 advantages, 1 before"):
+        update_shift([1.0, -1.0], [0.0], [0.0, 0.0])
+
+
+@pytest.mark.parametrize("lr", [1e-2, 1e-4])
+def test_every_measured_update_pushes_rewarded_above_penalised(tmp_path, lr):
+    """The measurement on a real run: the update moves the completions it learned from the way their
+    advantages asked — rewarded above penalised in every measured update, at a large and a small lr."""
+    from kimina_edu.trainer import shift_summary
+
+    tr = _trainer(tmp_path, _cfg(steps=4, lr=lr, shift_every=1))
+    summary = shift_summary(tr.train())
+    assert summary["shift_updates"] >= 3
+    assert summary["shift_gap_frac"] == 1.0, summary
+    if lr == 1e-4:  # a small step stays in the linear regime: each side moves its own way
+        assert summary["shift_pos_mean"] > 0 > summary["shift_neg_mean"], summary
+
+
+def test_measuring_the_shift_changes_no_weight_and_follows_shift_every(tmp_path):
+    measured = _trainer(tmp_path / "m", _cfg(steps=6, shift_every=3))
+    log = measured.train()
+    assert [r["step"] for r in log if "shift_pos" in r] == [1, 3, 6]
+    plain = _trainer(tmp_path / "p", _cfg(steps=6, shift_every=0))
+    assert not any("shift_pos" in r for r in plain.train())
+    for (n, p), (_, q) in zip(measured.model.named_parameters(), plain.model.named_parameters()):
+        assert torch.equal(p, q), n
+
+
+def test_shift_summary_needs_two_measured_updates():
+    from kimina_edu.trainer import shift_summary
+
+    one = [{"step": 1, "shift_pos": 0.1, "shift_neg": -0.1, "shift_agree": 1.0}, {"step": 2}]
+    assert shift_summary(one) == {"shift_updates": 1, "shift_gap_frac": None, "shift_pos_mean": None,
+                                  "shift_neg_mean": None, "shift_agree_mean": None}
+    two = [*one, {"step": 3, "shift_pos": -0.2, "shift_neg": 0.1, "shift_agree": 0.0}]
+    s = shift_summary(two)
+    assert s["shift_updates"] == 2 and s["shift_gap_frac"] == 0.5
+    assert s["shift_pos_mean"] == pytest.approx(-0.05) and s["shift_neg_mean"] == pytest.approx(0.0)
