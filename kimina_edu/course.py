@@ -183,7 +183,8 @@ def _ipc_kernel_manager(folder: Path):
 
 def slowest_cell(executed: Path) -> str:
     """Where an executed notebook's time went: its slowest cell (papermill times each), its seconds and
-    its first line; ``""`` when the notebook has no timings."""
+    its first line of work (imports and comments skipped: "import json" names no cell), or its first
+    line when it has nothing else; ``""`` when the notebook has no timings."""
     try:
         cells = json.loads(executed.read_text(encoding="utf-8")).get("cells", [])
     except (OSError, ValueError):
@@ -193,7 +194,9 @@ def slowest_cell(executed: Path) -> str:
     if not timed:
         return ""
     seconds, index, cell = max(timed, key=lambda t: t[0])
-    first = next((ln.strip() for ln in "".join(cell.get("source", "")).splitlines() if ln.strip()), "")
+    lines = [ln.strip() for ln in "".join(cell.get("source", "")).splitlines() if ln.strip()]
+    work = [ln for ln in lines if not ln.startswith(("import ", "from ", "#"))]
+    first = (work or lines or [""])[0]
     return f"cell {index}, {seconds:.1f} s: {first[:50]}"
 
 
