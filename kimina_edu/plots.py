@@ -135,6 +135,8 @@ def plot_update_shift(logs: list[dict], ax=None, gap_ax=None):
         ax.text(0.5, 0.5, "no update was measured (shift_every = 0, or every step skipped)", ha="center",
                 transform=ax.transAxes)
         ax.set_axis_off()
+        if gap_ax is not None:  # no empty panel beside the message
+            gap_ax.set_axis_off()
         return ax
     steps = [r["step"] for r in rows]
     pos, neg = np.array([r["shift_pos"] for r in rows]), np.array([r["shift_neg"] for r in rows])

@@ -47,3 +47,6 @@ def test_update_shift_gap_panel_colours_each_update_by_its_sign():
     bars = gap_ax.patches
     assert [round(b.get_height(), 6) for b in bars] == [0.3, -0.2]
     assert "1 of 2" in gap_ax.get_title()
+    _, (ax, gap_ax) = plt.subplots(1, 2)
+    plot_update_shift([{"step": 1}], ax=ax, gap_ax=gap_ax)
+    assert not gap_ax.axison and not gap_ax.patches, "no empty panel when nothing was measured"
