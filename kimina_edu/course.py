@@ -147,6 +147,7 @@ def run_notebook(
             cwd=str(NOTEBOOKS),
             kernel_name="python3",
             execution_timeout=timeout,
+            start_timeout=max(60, min(timeout, 600)),  # a kernel start under load: a hang catcher, not a speed test
             progress_bar=False,
             log_output=False,
             kernel_manager_class=_ipc_kernel_manager(Path(workdir.name)),

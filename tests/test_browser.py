@@ -28,6 +28,7 @@ from urllib.parse import urlparse
 
 import nbformat
 import pytest
+from deadlines import CELL_DEADLINE_S
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from kimina_edu.lab import lab_command, prepare_workspace, write_lab_settings
@@ -39,7 +40,7 @@ CHROMIUM = os.environ.get("KIMINA_CHROMIUM", "/usr/bin/chromium")
 TOKEN = "kimina-edu-browser-test"
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
 # one notebook's "Run All", SMOKE sizes: a deadline that only catches hangs (240 s failed on a busy 2-core machine)
-RUN_TIMEOUT_S = int(os.environ.get("KIMINA_BROWSER_RUN_TIMEOUT", "900"))
+RUN_TIMEOUT_S = int(os.environ.get("KIMINA_BROWSER_RUN_TIMEOUT", str(CELL_DEADLINE_S)))
 NOTEBOOKS = ("01_rlvr_reasoning_gym", "02_grpo_anatomy", "04_grpo_from_scratch")
 # Settings for this test's JupyterLab only: every cell stays in the page (JupyterLab 4 otherwise
 # drops cells scrolled out of view, so a finished run could not be read off the page), and no news.

@@ -2,7 +2,7 @@
 
 Each notebook has a checker below; a notebook without one fails (a run that asserts nothing
 is not a test). No test here times a notebook: a busy machine is slower, not broken. The per-cell
-deadline (``timeout=600``) only catches hangs; speed is measured in benchmarks/.
+deadline (``tests/deadlines.py``) only catches hangs; speed is measured in benchmarks/.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import math
 from pathlib import Path
 
 import pytest
+from deadlines import CELL_DEADLINE_S
 
 from kimina_edu.course import list_notebooks, run_notebook
 
@@ -145,7 +146,7 @@ CHECKS = {"00": check_00, "01": check_01, "02": check_02, "03": check_03, "04": 
 def test_notebook_smoke(notebook, smoke_env, tmp_path):
     prefix = notebook.name[:2]
     assert prefix in CHECKS, f"{notebook.name} has no metrics checker in tests/test_notebooks.py"
-    result = run_notebook(notebook, tmp_path / notebook.stem, smoke=True, timeout=600)
+    result = run_notebook(notebook, tmp_path / notebook.stem, smoke=True, timeout=CELL_DEADLINE_S)
     assert result.ok, f"{notebook.name} failed:\n{result.error[-6000:]}"
     CHECKS[prefix](result.metrics)
     assert result.metrics.get("smoke") is True
@@ -157,7 +158,7 @@ def test_unfilled_stubs_run_on_the_package_version(smoke_env, tmp_path):
     """A learner's notebook as `make lab` gives it (the stubs not written): each grader says so in one line and
     the notebook goes on with the package's function to the end."""
     notebook = next(p for p in list_notebooks(["09"]))
-    result = run_notebook(notebook, tmp_path / notebook.stem, smoke=True, timeout=600, inject_solutions=False)
+    result = run_notebook(notebook, tmp_path / notebook.stem, smoke=True, timeout=CELL_DEADLINE_S, inject_solutions=False)
     assert result.ok, f"{notebook.name} with its stub unfilled failed:\n{result.error[-6000:]}"
     assert result.metrics["derive_checks"] == {"pass_at_k": False}
     text = [line for cell in json.loads((result.output_dir / notebook.name).read_text())["cells"]
@@ -211,7 +212,7 @@ def hub_course(smoke_env, tmp_path_factory):
     results, adapter_stamp = {}, None
     for notebook in list_notebooks(list(HUB_CHAPTERS)):
         prefix = notebook.name[:2]
-        results[prefix] = run_notebook(notebook, run / notebook.stem, smoke=True, timeout=900,
+        results[prefix] = run_notebook(notebook, run / notebook.stem, smoke=True, timeout=CELL_DEADLINE_S,
                                        extra={"MODEL_ID": "smollm2"})
         if prefix == "03" and results[prefix].ok:
             adapter_stamp = (Path(results[prefix].metrics["adapter_dir"]) / "adapter_model.safetensors").stat()

@@ -7,6 +7,7 @@ metrics.json; a chapter with fewer than three checked solutions fails.
 from __future__ import annotations
 
 import pytest
+from deadlines import CELL_DEADLINE_S
 
 from kimina_edu.course import NOTEBOOKS, list_notebooks, run_notebook
 
@@ -21,7 +22,7 @@ def test_every_chapter_has_solutions():
 
 @pytest.mark.parametrize("notebook", SOLUTIONS, ids=lambda p: p.stem)
 def test_solutions_smoke(notebook, smoke_env, tmp_path):
-    result = run_notebook(notebook, tmp_path / notebook.stem, smoke=True, timeout=300)
+    result = run_notebook(notebook, tmp_path / notebook.stem, smoke=True, timeout=CELL_DEADLINE_S)
     assert result.ok, f"{notebook.name} failed:\n{result.error[-6000:]}"
     checked = result.metrics.get("checked", {})
     assert len(checked) >= 3 and all(v is True for v in checked.values()), checked
