@@ -42,7 +42,7 @@ def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dic
     import torch
     from trl import GRPOTrainer as TRLGRPOTrainer
 
-    from kimina_edu.eval import eval_questions, evaluate_policy
+    from kimina_edu.eval import eval_questions, evaluate_policy, in_run_questions
     from kimina_edu.lora import lora_config
     from kimina_edu.models import load_policy
     from kimina_edu.runtime import use_progress_bar
@@ -57,7 +57,13 @@ def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dic
         reward_at_ends,
         shift_summary,
     )
-    from kimina_edu.trl_bridge import REWARD_FUNCS, build_dataset, grpo_config, stop_when_silent
+    from kimina_edu.trl_bridge import (
+        REWARD_FUNCS,
+        build_dataset,
+        compare_steps,
+        grpo_config,
+        stop_when_silent,
+    )
 
     row: dict = {"seed": seed, "threads": torch.get_num_threads(), "model": model_id}
     recipe = SFTRecipe.preset(model_id, seed=seed, **(sft or {}))
@@ -90,8 +96,18 @@ def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dic
         probes = ProbeSet.sample(model, tok, cfg, train_entries, every=max(1, notebook_eval_every // 5))
         trainer = GRPOTrainer(model, tok, cfg, train_entries=train_entries, output_dir=f"{tmp}/ours", progress=False,
                               probes=probes)
+        # chapter 5 compares TRL with chapter 4 at step `n_compare` on the questions chapter 4 checks during its run;
+        # greedy evaluation draws no random numbers, so evaluating here leaves the run as it was
+        n_compare, compare_entries = compare_steps(model_id, cfg), in_run_questions(eval_entries)
+        at_compare: dict = {}
+
+        def check_at_compare(step_row: dict) -> None:
+            if step_row["step"] == n_compare:
+                at_compare["acc"] = evaluate_policy(model, tok, compare_entries, max_new_tokens=cfg.max_new_tokens,
+                                                    progress=False)["accuracy"]
+
         t0 = time.perf_counter()
-        log = trainer.train()
+        log = trainer.train(on_step=check_at_compare)
         row["grpo_seconds"] = time.perf_counter() - t0
         row.update(probe_summary(read_log(trainer.probe_path)))
         row.update(shift_summary(log))
@@ -106,7 +122,8 @@ def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dic
         row["grpo_gain"] = row["grpo_after"] - row["grpo_before"]
         if until == "trl":
             model, tok = load_policy(base, adapter=adapter, lora=lora_config(), seed=seed, verbose=False)
-            args = grpo_config(cfg, f"{tmp}/trl", use_cpu=True)
+            trl_cfg = TrainConfig(**{**cfg.__dict__, "steps": n_compare})
+            args = grpo_config(trl_cfg, f"{tmp}/trl", use_cpu=True)
             t = TRLGRPOTrainer(model=model, reward_funcs=REWARD_FUNCS, args=args, processing_class=tok,
                                train_dataset=build_dataset(train_entries),
                                callbacks=[stop_when_silent(cfg.silent_window)])
@@ -114,9 +131,14 @@ def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dic
             use_progress_bar(t, "TRL").train()
             row["trl_seconds"] = time.perf_counter() - t0
             row["trl_steps"] = t.state.global_step
-            row["trl_after"] = evaluate_policy(model, tok, eval_entries, max_new_tokens=cfg.max_new_tokens,
-                                               progress=False)["accuracy"]
-            row["trl_minus_ours"] = row["trl_after"] - row["grpo_after"]
+            whole_run = n_compare == cfg.steps
+            row["compare_step"], row["compare_n_eval"] = n_compare, len(eval_entries if whole_run else compare_entries)
+            row["trl_after"] = evaluate_policy(model, tok, eval_entries if whole_run else compare_entries,
+                                               max_new_tokens=cfg.max_new_tokens, progress=False)["accuracy"]
+            # ours at the same step: its final accuracy, or the one measured at n_compare (None: it stopped before)
+            row["ours_at_compare"] = row["grpo_after"] if whole_run else at_compare.get("acc")
+            if row["ours_at_compare"] is not None:
+                row["trl_minus_ours"] = row["trl_after"] - row["ours_at_compare"]
     return row
 
 
@@ -148,7 +170,8 @@ FIGURES = [("sft_epochs", "03 SFT epochs run", NUM), ("sft_accuracy", "03 SFT ac
            ("shift_gap_frac", "04 measured updates with rewarded above penalised", PCT),
            ("shift_pos_mean", "04 per update: Δ log-prob per token, rewarded (nats)", "{:+.4f}".format),
            ("shift_neg_mean", "04 per update: Δ log-prob per token, penalised (nats)", "{:+.4f}".format),
-           ("trl_after", "05 TRL accuracy after", PCT), ("trl_minus_ours", "05 TRL − ours (points)", PTS),
+           ("ours_at_compare", "05 ours at TRL's last step (chapter 4's run)", PCT),
+           ("trl_after", "05 TRL accuracy after", PCT), ("trl_minus_ours", "05 TRL − ours at the same step (points)", PTS),
            ("trl_steps", "05 TRL steps run", NUM), ("trl_seconds", "05 TRL seconds", NUM)]
 
 
@@ -160,10 +183,14 @@ def table(rows: list[dict]) -> str:
             lo, mid, hi = min(vals), statistics.median(vals), max(vals)
             lines.append(f"| {label} | {fmt(lo)} | {fmt(mid)} | {fmt(hi)} | {len(vals)} |")
     notes = []
-    two = [r for r in rows if "trl_after" in r]
+    # rows from before chapter 5 compared at a step of its own (TRL_STEPS) compared whole runs: grpo_after
+    two = [r for r in rows if "trl_after" in r and r.get("ours_at_compare", r["grpo_after"]) is not None]
     if two:
-        diff = statistics.median(r["trl_after"] for r in two) - statistics.median(r["grpo_after"] for r in two)
-        notes.append(f"median TRL − median ours: {PTS(diff)} points (goal: within ±5 points)")
+        diff = (statistics.median(r["trl_after"] for r in two)
+                - statistics.median(r.get("ours_at_compare", r["grpo_after"]) for r in two))
+        steps = sorted({r.get("compare_step", r.get("trl_steps")) for r in two})
+        notes.append(f"median TRL − median ours at the same step ({'/'.join(map(str, steps))}): {PTS(diff)} points "
+                     "(goal: within ±5 points)")
     shortcut = {r["premises_only"] for r in rows if "premises_only" in r}
     if shortcut:
         notes.append(f"reading only the premises scores at most {'/'.join(PCT(v) for v in sorted(shortcut))} "

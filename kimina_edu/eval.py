@@ -65,6 +65,17 @@ def eval_questions(model_id: str) -> int:
     return 400 if model_id == "pocket" else 200
 
 
+# Chapter 4 measures held-out accuracy during its run (every ``eval_every`` steps) on the first IN_RUN_EVAL
+# held-out questions — a tenth of a full evaluation's cost at each of its 12 checks — and chapter 5 compares
+# TRL with chapter 4 there, at the same step, on the same questions (``in_run_questions``).
+IN_RUN_EVAL = 200
+
+
+def in_run_questions(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The held-out questions chapter 4 evaluates during its run: the first :data:`IN_RUN_EVAL`."""
+    return entries[:IN_RUN_EVAL]
+
+
 def evaluate_policy(model, tok, entries: list[dict[str, Any]], *, max_new_tokens: int = 128, batch_size: int = 100,
                     progress: bool = True, keep_completions: bool = False) -> dict[str, Any]:
     """Greedy accuracy, format rate and mean completion length (tokens) over ``entries``.

@@ -172,6 +172,7 @@ SPECS: dict[str, Spec] = {
     "LOSS_TYPE": Spec(_one_of(_loss_types), '"grpo"'),
     "EVAL_EVERY": Spec(_integer(0), "25 (0: only at the end)"),
     "VARIANT_STEPS": Spec(_integer(1), "15"),
+    "TRL_STEPS": Spec(_integer(1), "100 (chapter 4's whole run: 300)"),
     "EPS_LOW": Spec(_real(0.0, 1.0, low_open=True), "0.2"),
     "EPS_HIGH": Spec(_real(0.0, 1.0, low_open=True), "0.28"),
     "LATENCY": Spec(_real(0.0, 60.0), "0.05 (seconds)"),

@@ -148,6 +148,35 @@ def stop_when_silent(window: int):
     return StopWhenSilent()
 
 
+# Chapter 5's TRL run is the first COMPARE_STEPS of chapter 4's 300 on the pocket model, compared with
+# chapter 4's own run at that step: equal settings, equal steps, the same 200 questions. TRL's step costs
+# ~2 s on a 2-core CPU (twice ours): the whole 300 took 600 s of the chapter's 710 on the slower of two
+# measured machines, 100 steps take a third of that. Chapter 4's QUICK run is 100 steps, so QUICK compares
+# whole runs. A real model's run is short (SmolLM2: 12 steps): it is compared whole.
+COMPARE_STEPS = 100
+
+
+def compare_steps(model_id: str, cfg: TrainConfig, requested: int | None = None, *, smoke: bool = False) -> int:
+    """How many of chapter 4's steps chapter 5 runs in TRL (its ``TRL_STEPS``; ``None``: the preset):
+    :data:`COMPARE_STEPS` on the pocket model, the whole run otherwise; never more than ``cfg.steps``.
+    SMOKE on the pocket model: half of its steps, so that the tests take the branch ``make course``
+    takes (a comparison before chapter 4's end, at one of its in-run checks)."""
+    if requested is not None:
+        return min(int(requested), cfg.steps)
+    if model_id != "pocket":
+        return cfg.steps
+    return max(1, cfg.steps // 2) if smoke else min(cfg.steps, COMPARE_STEPS)
+
+
+def accuracy_at(log: list[dict], step: int) -> float | None:
+    """Chapter 4's held-out accuracy logged at ``step`` (its ``eval_every`` checks), or ``None`` when that
+    step logged none (``eval_every`` does not divide it, or the run stopped before it)."""
+    for row in log:
+        if row.get("step") == step and isinstance(row.get("eval_accuracy"), int | float):
+            return float(row["eval_accuracy"])
+    return None
+
+
 def trl_log_rows(log_history: list[dict]) -> list[dict]:
     """TRL's log → rows with our metric names, so chapter 4's plots read both."""
     rename = {"reward": "reward_mean", "reward_std": "reward_std", "completions/mean_length": "completion_length",

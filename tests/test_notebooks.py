@@ -113,6 +113,9 @@ def check_05(m):
     assert isinstance(m["variants_identical"], bool) and set(m["variant_length_range"]) == {"grpo", "dapo", "dr_grpo"}
     for key in ("trl_accuracy_after", "scratch_accuracy_after", "n_eval"):
         assert 0.0 <= m[key] <= 1.0 if key != "n_eval" else m[key] == 40
+    # SMOKE takes make course's branch: TRL runs the first half of chapter 4's steps, compared at that step
+    assert m["compare_step"] == m["trl_steps"] == 3 and m["whole_run"] is False and m["compare_n_eval"] == 40
+    assert m["variant_length_range"]["grpo"][0] is not None
 
 
 def check_08(m):
@@ -256,6 +259,7 @@ def check_hub_05(m, course):
     assert m["variant_parity_max_rel_diff"] < 1e-5 and set(m["variant_parity"]) == {"cispo", "sapo", "gspo"}
     assert m["steps"] == course["results"]["04"].metrics["config"]["steps"]
     assert 0.0 <= m["trl_accuracy_after"] <= 1.0 and m["n_eval"] == 40
+    assert m["whole_run"] is True and m["compare_step"] == m["steps"], "a real model's short run is compared whole"
 
 
 HUB_CHECKS = {"03": check_hub_03, "04": check_hub_04, "05": check_hub_05}

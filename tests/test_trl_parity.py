@@ -114,3 +114,38 @@ def test_checkpoint_every_reaches_trl():
     args = grpo_config(cfg, "/tmp/unused")
     assert (str(args.save_strategy), args.save_steps) in (("steps", 6), ("SaveStrategy.STEPS", 6))
     assert str(grpo_config(TrainConfig.cpu_pocket(steps=10), "/tmp/unused").save_strategy) in ("no", "SaveStrategy.NO")
+
+
+def test_a_shorter_trl_run_is_the_longer_ones_first_steps(policy, tmp_path):
+    """Chapter 5's variant study reads its `grpo` curve off section 4's run instead of training it again:
+    that holds only while TRL's first steps do not depend on how many steps it was asked for."""
+    from trl import GRPOTrainer
+
+    from kimina_edu.lora import lora_config
+    from kimina_edu.trl_bridge import trl_log_rows
+
+    entries = make_entries("syllogism", 64, SEEDS["rl"])
+    rows = {}
+    for steps in (3, 1):
+        model, tok = load_policy("pocket", recipe=PocketRecipe.smoke(), lora=lora_config(), seed=0, verbose=False)
+        cfg = TrainConfig(group_size=4, questions_per_batch=2, buffer_size=8, minibatch_size=8, grad_accum=1,
+                          max_new_tokens=12, temperature=1.0, steps=steps)
+        trainer = GRPOTrainer(model=model, reward_funcs=REWARD_FUNCS, args=grpo_config(cfg, str(tmp_path / str(steps))),
+                              train_dataset=build_dataset(entries), processing_class=tok)
+        trainer.train()
+        rows[steps] = trl_log_rows(trainer.state.log_history)
+    assert len(rows[3]) == 3 and rows[3][:1] == rows[1]
+
+
+def test_compare_steps_and_accuracy_at():
+    from kimina_edu.trl_bridge import COMPARE_STEPS, accuracy_at, compare_steps
+
+    pocket = TrainConfig.preset("pocket")
+    assert compare_steps("pocket", pocket) == COMPARE_STEPS < pocket.steps
+    assert pocket.eval_every and COMPARE_STEPS % pocket.eval_every == 0, "chapter 4 must check accuracy at that step"
+    assert compare_steps("pocket", TrainConfig.preset("pocket", quick=True)) == TrainConfig.preset("pocket", quick=True).steps
+    assert compare_steps("pocket", TrainConfig.preset("pocket", smoke=True), smoke=True) == 3
+    assert compare_steps("smollm2", TrainConfig.preset("smollm2")) == TrainConfig.preset("smollm2").steps
+    assert compare_steps("pocket", pocket, 1000) == pocket.steps and compare_steps("pocket", pocket, 7) == 7
+    log = [{"step": 1}, {"step": 2, "eval_accuracy": 0.5}, {"step": 3, "eval_accuracy": float("nan")}]
+    assert accuracy_at(log, 2) == 0.5 and accuracy_at(log, 1) is None and accuracy_at(log, 9) is None
