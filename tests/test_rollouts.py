@@ -149,6 +149,38 @@ def test_transformers_backend_samples_the_merged_policy_and_leaves_it_untouched(
     assert any(p.requires_grad for p in model.parameters())
 
 
+def test_a_small_models_merged_copy_is_refreshed_in_place_bit_for_bit(monkeypatch):
+    """The pocket model's sampler is kept between steps and refreshed: its weights must be exactly what a
+    fresh ``merge_and_unload`` of the moved policy gives (the course's sampled figures depend on it)."""
+    import copy
+
+    from kimina_edu import rollouts
+
+    model, tok = load_policy("pocket", recipe=SMOKE, lora=lora_config(r=4, alpha=8), verbose=False)
+    backend = TransformersBackend()
+    backend.load_policy(model.eval())
+    kept = backend._sampler
+    backend.release()
+    with torch.no_grad():  # an optimizer step: the adapter moves
+        for name, p in model.named_parameters():
+            if "lora_" in name:
+                p.add_(torch.randn_like(p) * 0.05)
+    backend.load_policy(model)
+    assert backend._sampler is kept, "a small model's merged copy is refreshed, not copied again"
+    fresh = dict(copy.deepcopy(model).merge_and_unload().named_parameters())
+    got = dict(kept.named_parameters())
+    assert set(got) == set(fresh) and all(torch.equal(got[n], fresh[n]) for n in fresh)
+    ids = encode_prompts(tok, [chat_prompt(tok, e["question"]) for e in ENTRIES[:2]])
+    greedy = SamplingSettings(max_new_tokens=6, temperature=0.0)
+    assert backend.generate(tok, ids, greedy).completion_ids == generate_ids(model, tok, ids, greedy)
+
+    monkeypatch.setattr(rollouts, "ARITHMETIC_BOUND_PARAMS", 0)  # a large model: no copy kept while it learns
+    large = TransformersBackend()
+    large.load_policy(model)
+    large.release()
+    assert large._sampler is None and large._kept is None
+
+
 class CountingBackend(TransformersBackend):
     def __init__(self):
         super().__init__()
