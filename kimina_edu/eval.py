@@ -66,7 +66,7 @@ def eval_questions(model_id: str) -> int:
 
 
 # Chapter 4 measures held-out accuracy during its run (every ``eval_every`` steps) on the first IN_RUN_EVAL
-# held-out questions — a tenth of a full evaluation's cost at each of its 12 checks — and chapter 5 compares
+# held-out questions — half a full evaluation's cost at each of its 12 checks — and chapter 5 compares
 # TRL with chapter 4 there, at the same step, on the same questions (``in_run_questions``).
 IN_RUN_EVAL = 200
 

@@ -295,8 +295,9 @@ def refresh_merged(merged, model) -> bool:
 
     params = dict(merged.named_parameters())
     weights = list(vllm_weights(model))
-    if {name for name, _ in weights} != set(params) or any(params[n].shape != t.shape for n, t in weights):
-        return False
+    if {name for name, _ in weights} != set(params) or any(
+            (params[n].shape, params[n].dtype, params[n].device) != (t.shape, t.dtype, t.device) for n, t in weights):
+        return False  # the policy was reshaped, cast or moved since the copy was made
     with torch.no_grad():
         for name, tensor in weights:
             params[name].copy_(tensor)
@@ -339,9 +340,14 @@ def vllm_weights(model) -> Iterator[tuple[str, Any]]:
             owner = modules[owner_name]
             if leaf == "weight" and not getattr(owner, "merged", False):
                 with torch.no_grad():
-                    for adapter in owner.active_adapters:
-                        if adapter in getattr(owner, "lora_A", {}) or adapter in getattr(owner, "lora_embedding_A", {}):
-                            tensor = tensor + owner.get_delta_weight(adapter).to(tensor.dtype)
+                    adapters = [a for a in owner.active_adapters
+                                if a in getattr(owner, "lora_A", {}) or a in getattr(owner, "lora_embedding_A", {})]
+                    if adapters:
+                        tensor = tensor.clone()
+                    for adapter in adapters:
+                        # PEFT's merge: `weight += delta` in place — an fp32 delta into a bf16 base is rounded
+                        # once; `base + delta.to(bf16)` would round twice
+                        tensor += owner.get_delta_weight(adapter)
             name = f"{owner_name}.{leaf}"
         name = name.removeprefix(_PEFT_PREFIX)
         name = re.sub(r"\.modules_to_save\.[^.]+\.", ".", name)

@@ -10,6 +10,7 @@ CPU: TRL inherits ``bf16=True``, which transformers rejects without a bf16 GPU; 
 from __future__ import annotations
 
 import json
+import math
 from importlib import metadata
 from typing import Any
 
@@ -172,8 +173,9 @@ def accuracy_at(log: list[dict], step: int) -> float | None:
     """Chapter 4's held-out accuracy logged at ``step`` (its ``eval_every`` checks), or ``None`` when that
     step logged none (``eval_every`` does not divide it, or the run stopped before it)."""
     for row in log:
-        if row.get("step") == step and isinstance(row.get("eval_accuracy"), int | float):
-            return float(row["eval_accuracy"])
+        value = row.get("eval_accuracy")
+        if row.get("step") == step and isinstance(value, int | float) and math.isfinite(value):
+            return float(value)
     return None
 
 

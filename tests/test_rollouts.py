@@ -174,6 +174,21 @@ def test_a_small_models_merged_copy_is_refreshed_in_place_bit_for_bit(monkeypatc
     greedy = SamplingSettings(max_new_tokens=6, temperature=0.0)
     assert backend.generate(tok, ids, greedy).completion_ids == generate_ids(model, tok, ids, greedy)
 
+    # a GPU's dtypes (bf16 base, fp32 adapter): one rounding of base + delta, as PEFT's merge does
+    mixed = copy.deepcopy(model)
+    with torch.no_grad():
+        for name, p in mixed.named_parameters():
+            p.data = p.data.float() if "lora_" in name else p.data.to(torch.bfloat16)
+    kept_mixed = copy.deepcopy(mixed).merge_and_unload()
+    with torch.no_grad():
+        for name, p in mixed.named_parameters():
+            if "lora_" in name:
+                p.add_(torch.randn_like(p) * 0.05)
+    assert rollouts.refresh_merged(kept_mixed, mixed)
+    fresh = dict(copy.deepcopy(mixed).merge_and_unload().named_parameters())
+    assert all(torch.equal(p, fresh[n]) for n, p in kept_mixed.named_parameters())
+    assert not rollouts.refresh_merged(kept_mixed.float(), mixed), "a copy of another dtype is made anew"
+
     monkeypatch.setattr(rollouts, "ARITHMETIC_BOUND_PARAMS", 0)  # a large model: no copy kept while it learns
     large = TransformersBackend()
     large.load_policy(model)

@@ -126,7 +126,7 @@ def test_a_shorter_trl_run_is_the_longer_ones_first_steps(policy, tmp_path):
 
     entries = make_entries("syllogism", 64, SEEDS["rl"])
     rows = {}
-    for steps in (3, 1):
+    for steps in (3, 2):
         model, tok = load_policy("pocket", recipe=PocketRecipe.smoke(), lora=lora_config(), seed=0, verbose=False)
         cfg = TrainConfig(group_size=4, questions_per_batch=2, buffer_size=8, minibatch_size=8, grad_accum=1,
                           max_new_tokens=12, temperature=1.0, steps=steps)
@@ -134,7 +134,7 @@ def test_a_shorter_trl_run_is_the_longer_ones_first_steps(policy, tmp_path):
                               train_dataset=build_dataset(entries), processing_class=tok)
         trainer.train()
         rows[steps] = trl_log_rows(trainer.state.log_history)
-    assert len(rows[3]) == 3 and rows[3][:1] == rows[1]
+    assert len(rows[3]) == 3 and rows[3][:2] == rows[2], "step 2 comes after an update: it must match too"
 
 
 def test_compare_steps_and_accuracy_at():
@@ -149,3 +149,4 @@ def test_compare_steps_and_accuracy_at():
     assert compare_steps("pocket", pocket, 1000) == pocket.steps and compare_steps("pocket", pocket, 7) == 7
     log = [{"step": 1}, {"step": 2, "eval_accuracy": 0.5}, {"step": 3, "eval_accuracy": float("nan")}]
     assert accuracy_at(log, 2) == 0.5 and accuracy_at(log, 1) is None and accuracy_at(log, 9) is None
+    assert accuracy_at(log, 3) is None, "a NaN accuracy is no measurement"
