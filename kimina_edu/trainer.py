@@ -117,7 +117,8 @@ class TrainConfig:
         the pocket model is measured over seeds in benchmarks/README.md ("QUICK mode"). ``device``
         ("cpu", "cuda", "auto"): SmolLM2 on a GPU gets :meth:`gpu_smollm2`, on a CPU :meth:`cpu_smollm2`.
         """
-        base: dict = {} if model_id == "pocket" else {"lr": 1e-5}
+        # the hub models' lr; the pocket model and SmolLM2 have their own presets, which set theirs
+        base: dict = {} if model_id in ("pocket", "smollm2") else {"lr": 1e-5}
         if smoke:
             base.update(steps=6, eval_every=3, questions_per_batch=4, buffer_size=24, minibatch_size=12,
                         grad_accum=2, max_new_tokens=48 if model_id == "pocket" else 32,
@@ -167,7 +168,7 @@ class TrainConfig:
         on the CPU, held-out accuracy every 10 steps.
         """
         base = dict(steps=40, eval_every=10, questions_per_batch=32, group_size=8, max_new_tokens=300,
-                    buffer_size=256, minibatch_size=64, grad_accum=4, epochs=1, lr=2e-5, loss_type="grpo",
+                    buffer_size=256, minibatch_size=64, grad_accum=4, epochs=1, lr=1e-5, loss_type="grpo",
                     scale="group", eps_high=0.28, balance_answers=True, guard_window=4, guard_drop=0.15)
         base.update(overrides)
         return cls(**base)

@@ -228,11 +228,27 @@ def test_smollm2_preset_is_the_cpu_one_and_smoke_stays_small():
     assert (full.steps, full.questions_per_batch, full.group_size, full.max_new_tokens) == (12, 8, 6, 96)
     assert full.balance_answers and full.guard_window == 4 and full.seed == 2
     assert full.buffer_size == full.questions_per_batch * full.group_size  # one round: TRL can run the same
+    # the preset's own lr, not the hub models' 1e-5 (which overrode it until the fifteenth session)
+    assert full.lr == TrainConfig.cpu_smollm2().lr == 2e-5
     assert TrainConfig.preset("smollm2", lr=1e-5).lr == 1e-5  # a notebook parameter wins
     smoke = TrainConfig.preset("smollm2", smoke=True)
     assert (smoke.steps, smoke.questions_per_batch, smoke.balance_answers) == (6, 2, False)
     hub = TrainConfig.preset("HuggingFaceTB/SmolLM-135M-Instruct")
     assert (hub.max_new_tokens, hub.lr, hub.balance_answers) == (300, 1e-5, False)  # the article's, LoRA lr
+
+
+def test_smollm2_on_a_gpu_gets_the_gpu_preset(monkeypatch):
+    import kimina_edu.runtime
+    from kimina_edu.trainer import TrainConfig
+
+    monkeypatch.setattr(kimina_edu.runtime, "resolve_device", lambda device="auto": "cuda")  # no GPU needed
+    gpu = TrainConfig.preset("smollm2", device="cuda", seed=1)
+    assert gpu == TrainConfig.gpu_smollm2(seed=1)
+    assert (gpu.questions_per_batch, gpu.group_size, gpu.max_new_tokens, gpu.lr) == (32, 8, 300, 1e-5)
+    assert gpu.buffer_size == gpu.questions_per_batch * gpu.group_size == gpu.minibatch_size * gpu.grad_accum
+    assert TrainConfig.preset("smollm2", device="cuda", smoke=True).questions_per_batch == 2  # SMOKE stays small
+    monkeypatch.setattr(kimina_edu.runtime, "resolve_device", lambda device="auto": "cpu")
+    assert TrainConfig.preset("smollm2", device="auto") == TrainConfig.cpu_smollm2()
 
 
 def test_update_shift_splits_by_the_sign_of_the_advantage():
