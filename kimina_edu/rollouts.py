@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from kimina_edu import smalldecode
 from kimina_edu.rewards import SYSTEM_PROMPT, chat_messages
 
 
@@ -125,6 +126,9 @@ def generate_ids(model, tok, prompt_ids: list[list[int]], settings: SamplingSett
     if arithmetic_bound(model):
         rows = decode_dropping_finished(model, ids, attn, settings, tok.eos_token_id)
         return [trim_completion(row, tok.eos_token_id, pad_id) for row in rows]
+    if smalldecode.supported(model) is None:
+        rows = smalldecode.SmallLlama.from_model(model).decode(ids, attn, settings, tok.eos_token_id)
+        return [trim_completion(row, tok.eos_token_id, pad_id) for row in rows]
     kwargs: dict[str, Any] = {"do_sample": sample, "max_new_tokens": settings.max_new_tokens,
                               "num_return_sequences": settings.n, "pad_token_id": pad_id,
                               "eos_token_id": tok.eos_token_id}
@@ -139,8 +143,9 @@ def generate_ids(model, tok, prompt_ids: list[list[int]], settings: SamplingSett
 
 # Above this many parameters a decoding step's cost is arithmetic (rows × parameters), so a prompt is worth
 # prefilling once per group and a finished row worth dropping (decode_dropping_finished); below it (the
-# ~1 M-parameter pocket model) a step costs Python and kernel launches whatever the rows, and
-# `model.generate` stays (the course's published pocket figures were sampled by it).
+# ~1 M-parameter pocket model) a step costs Python and kernel launches whatever the rows, and the plain-torch
+# decoder of kimina_edu.smalldecode runs it (4× fewer seconds than `model.generate`: bench_rollouts.py);
+# `model.generate` stays for a small model that decoder does not cover (smalldecode.supported says why).
 ARITHMETIC_BOUND_PARAMS = 20_000_000
 
 

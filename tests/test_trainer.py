@@ -34,9 +34,10 @@ def test_learning_reward_rises_and_parameters_change(tmp_path):
     assert last > first + 0.2, f"reward did not rise: {first:.3f} → {last:.3f}"
     changed = sum(not torch.equal(before[n], p) for n, p in tr.model.named_parameters())
     assert changed > 0
+    learned = [r for r in log if not r["skipped"]]  # a solved toy task's last steps have no signal to learn from
     for key in ("clip_frac_low", "clip_frac_high", "approx_kl", "entropy", "frac_zero_std_groups", "truncation_rate",
                 "gen_tokens_per_s", "train_tokens_per_s", "completion_length", "format", "correct", "reward_std"):
-        assert key in log[-1]
+        assert key in learned[-1]
 
 
 def test_resume_continues_identically(tmp_path):
@@ -279,7 +280,8 @@ def test_every_measured_update_pushes_rewarded_above_penalised(tmp_path, lr):
 def test_measuring_the_shift_changes_no_weight_and_follows_shift_every(tmp_path):
     measured = _trainer(tmp_path / "m", _cfg(steps=6, shift_every=3))
     log = measured.train()
-    assert [r["step"] for r in log if "shift_pos" in r] == [1, 3, 6]
+    due = [r["step"] for r in log if (r["step"] == 1 or r["step"] % 3 == 0) and not r["skipped"]]
+    assert len(due) >= 2 and [r["step"] for r in log if "shift_pos" in r] == due  # a step without signal has no update
     plain = _trainer(tmp_path / "p", _cfg(steps=6, shift_every=0))
     assert not any("shift_pos" in r for r in plain.train())
     for (n, p), (_, q) in zip(measured.model.named_parameters(), plain.model.named_parameters()):

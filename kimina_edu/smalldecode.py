@@ -1,0 +1,213 @@
+"""Chapter 4 — decoding a small Llama in plain torch, where ``model.generate`` spends its time on Python.
+
+The pocket model (~1 M parameters, 4 layers) does almost no arithmetic per token: a decoding step
+of 48 rows multiplies a few hundred thousand weights. What a step costs is the framework around
+it — ``generate``'s logits processors and stopping checks, a causal mask rebuilt every step, the
+cache object's bookkeeping, module hooks — about 8 ms of Python against well under 1 ms of
+matmuls (``benchmarks/bench_rollouts.py`` measures both paths on the same model and seed). Here
+the same network runs as a short loop over preallocated tensors: one fused q/k/v matmul and one
+fused gate/up matmul per layer, a cos/sin table looked up by position, and a key/value cache
+written in place.
+
+It samples exactly what ``model.generate`` samples, token for token, as long as both compute the
+same logits: every prompt is expanded to its ``n`` rows before the prefill (as ``generate`` does),
+every row draws each step until all have finished, finished rows are fed the pad token, and the
+draw is :func:`kimina_edu.rollouts.sample_next` — ``generate``'s warpers in ``generate``'s order,
+one ``torch.multinomial`` per step. Its logits agree with ``model.forward``'s to float32 rounding
+(tests/test_smalldecode.py), so a draw whose two candidates sit within that rounding of each
+other can go the other way; the course's figures are measured over seeds with this decoder.
+
+Only what the pocket model and SmolLM's family use is supported — Llama, SiLU MLP, no biases,
+default RoPE, float32 on the CPU; :func:`supported` says why another model is not, and the
+caller then uses ``model.generate``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def supported(model) -> str | None:
+    """``None`` when :class:`SmallLlama` can decode ``model`` (a ``LlamaForCausalLM``, possibly
+    inside a PEFT wrapper), else the reason it cannot, in one line."""
+    import torch
+
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    cfg = getattr(inner, "config", None)
+    if cfg is None or getattr(cfg, "model_type", None) != "llama":
+        return f"not a Llama model ({getattr(cfg, 'model_type', type(inner).__name__)})"
+    rope = getattr(cfg, "rope_parameters", None) or {}
+    checks = [
+        (cfg.hidden_act == "silu", f"activation {cfg.hidden_act}"),
+        (not cfg.attention_bias and not cfg.mlp_bias, "biases in attention or MLP"),
+        (rope.get("rope_type", "default") == "default", f"RoPE type {rope.get('rope_type')}"),
+        (getattr(cfg, "pretraining_tp", 1) == 1, "pretraining_tp > 1"),
+        (inner.device.type == "cpu", f"device {inner.device}"),
+        (inner.dtype == torch.float32, f"dtype {inner.dtype}"),
+    ]
+    problems = [why for ok, why in checks if not ok]
+    return "; ".join(problems) or None
+
+
+class SmallLlama:
+    """A snapshot of a Llama's (merged) weights, decoded without ``transformers`` in the loop.
+
+    ``weights``: ``(name, tensor)`` pairs under the base checkpoint's names — a plain model's
+    ``named_parameters()``, or a LoRA policy's merged sums (:func:`kimina_edu.rollouts.vllm_weights`).
+    """
+
+    def __init__(self, config, weights) -> None:
+        import torch
+
+        w: dict[str, Any] = {name.removeprefix("model."): t.detach() for name, t in weights}
+        self.heads, self.kv_heads = config.num_attention_heads, config.num_key_value_heads
+        self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
+        self.eps, self.theta = config.rms_norm_eps, config.rope_parameters["rope_theta"]
+        self.embed = w["embed_tokens.weight"]
+        self.head = w.get("lm_head.weight", self.embed)  # tied embeddings come once
+        self.norm = w["norm.weight"]
+        self.layers = []
+        for i in range(config.num_hidden_layers):
+            p = f"layers.{i}."
+            self.layers.append(dict(
+                ln1=w[p + "input_layernorm.weight"], ln2=w[p + "post_attention_layernorm.weight"],
+                qkv=torch.cat([w[p + f"self_attn.{x}_proj.weight"] for x in "qkv"]).t().contiguous(),
+                o=w[p + "self_attn.o_proj.weight"].t().contiguous(),
+                gate_up=torch.cat([w[p + "mlp.gate_proj.weight"], w[p + "mlp.up_proj.weight"]]).t().contiguous(),
+                down=w[p + "mlp.down_proj.weight"].t().contiguous()))
+
+    @classmethod
+    def from_model(cls, model) -> SmallLlama:
+        from kimina_edu.rollouts import vllm_weights
+
+        inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+        return cls(inner.config, vllm_weights(model))
+
+    def _rms(self, x, weight):
+        return weight * (x * (x.pow(2).mean(-1, keepdim=True) + self.eps).rsqrt())
+
+    def _rope(self, x, cos, sin):
+        import torch
+
+        half = x.shape[-1] // 2
+        return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+
+    def _layers(self, x, cos, sin, cache, start: int, attend):
+        """``x``: [rows, S, hidden] at cache columns ``start … start+S-1``; ``attend(q, layer's k, v)``
+        does the attention over the cache so far. Returns the last position's logits."""
+        import torch.nn.functional as F
+
+        rows, s, _ = x.shape
+        h, kv, d = self.heads, self.kv_heads, self.head_dim
+        end = start + s
+        for layer, (k_cache, v_cache) in zip(self.layers, cache):
+            qkv = self._rms(x, layer["ln1"]) @ layer["qkv"]
+            q = qkv[..., : h * d].view(rows, s, h, d).transpose(1, 2)
+            k = qkv[..., h * d: (h + kv) * d].view(rows, s, kv, d).transpose(1, 2)
+            k_cache[:, :, start:end] = self._rope(k, cos, sin)
+            v_cache[:, :, start:end] = qkv[..., (h + kv) * d:].view(rows, s, kv, d).transpose(1, 2)
+            att = attend(self._rope(q, cos, sin), k_cache[:, :, :end], v_cache[:, :, :end])
+            x = x + att.reshape(rows, s, h * d) @ layer["o"]
+            gate, up = (self._rms(x, layer["ln2"]) @ layer["gate_up"]).chunk(2, dim=-1)
+            x = x + (F.silu(gate) * up) @ layer["down"]
+        return self._rms(x[:, -1], self.norm) @ self.head.t()
+
+    def decode(self, ids, attn, settings, eos_id: int | None) -> list[list[int]]:
+        """Sample ``settings.n`` completions of each left-padded prompt row (``ids``, ``attn``: [P, W]).
+
+        Each prompt is prefilled once and its cache copied to its ``n`` rows; every row then decodes
+        until all have written ``eos_id`` or ``settings.max_new_tokens`` tokens. Returns one token list
+        per row, prompt-major, each ending at its first ``eos_id`` (kept)."""
+        import torch
+        import torch.nn.functional as F
+
+        n, new = settings.n, settings.max_new_tokens
+        attn = attn.bool()
+        prompts, width = ids.shape
+        rows, total, d = prompts * n, width + new, self.head_dim
+        inv_freq = 1.0 / (self.theta ** (torch.arange(0, d, 2, dtype=torch.float) / d))
+        freqs = torch.arange(total, dtype=torch.float)[:, None] * inv_freq
+        cos_table, sin_table = torch.cat((freqs, freqs), dim=-1).cos(), torch.cat((freqs, freqs), dim=-1).sin()
+        cache = [(torch.zeros(prompts, self.kv_heads, total, d), torch.zeros(prompts, self.kv_heads, total, d))
+                 for _ in self.layers]
+        position = (attn.long().cumsum(-1) - 1).clamp(min=0)
+        # a padding column attends to itself, so that no row of the softmax is empty
+        mask = (torch.ones(width, width, dtype=torch.bool).tril() & attn[:, None, :]) | torch.eye(width, dtype=torch.bool)
+
+        def prefill_attention(q, k, v):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None], enable_gqa=True).transpose(1, 2)
+
+        bias = torch.zeros(rows, total)  # per key column: 0 where a row may read it, -inf on its prompt's padding
+        bias[:, :width].masked_fill_(~attn.repeat_interleave(n, 0), float("-inf"))
+        scale = d ** -0.5
+        groups = self.heads // self.kv_heads
+
+        def decode_attention(q, k, v):  # one query per row: the query heads of a key/value head side by side
+            scores = (q.reshape(rows, self.kv_heads, groups, d) @ k.transpose(-1, -2)) * scale
+            return (scores + bias[:, None, None, : k.shape[2]]).softmax(-1) @ v
+
+        out: list[list[int]] = [[] for _ in range(rows)]
+        live = list(range(rows))
+        with torch.inference_mode():
+            logits = self._layers(self.embed[ids], cos_table[position][:, None], sin_table[position][:, None],
+                                  cache, 0, prefill_attention).repeat_interleave(n, 0)
+            cache = [(k.repeat_interleave(n, 0), v.repeat_interleave(n, 0)) for k, v in cache]
+            position = position[:, -1].repeat_interleave(n, 0) + 1
+            for step in range(new):
+                drawn = draw_next(logits, settings).tolist()
+                for row in live:
+                    out[row].append(drawn[row])
+                if eos_id is not None:
+                    live = [row for row in live if drawn[row] != eos_id]
+                if step == new - 1 or not live:
+                    break
+                token = torch.tensor(drawn)
+                logits = self._layers(self.embed[token][:, None], cos_table[position][:, None, None],
+                                      sin_table[position][:, None, None], cache, width + step, decode_attention)
+                position = position + 1
+        return out
+
+
+def candidates(logits, settings):
+    """The tokens :func:`kimina_edu.rollouts.sampling_probs` keeps, without sorting the vocabulary:
+    ``(probs, ids)``, each [rows, k], most likely first, the kept probabilities renormalised and the
+    others 0.
+
+    Top-p and min-p each keep a run of the most likely tokens, so together they keep the shorter run.
+    Min-p's run is read off a count; only that many tokens are ranked (``topk``), and top-p's cut is
+    made inside them: a token stays while the mass ranked above it is under ``top_p`` (the rule
+    ``generate``'s top-p warper states from the other end). Without min-p every token is ranked.
+    """
+    import torch
+
+    probs = (logits.float() / settings.temperature).softmax(-1)
+    if settings.min_p > 0:
+        above = probs >= settings.min_p * probs.max(-1, keepdim=True).values
+        k = int(above.sum(-1).max())
+    else:
+        k = probs.shape[-1]
+    top, ids = probs.topk(k, dim=-1)
+    keep = torch.ones_like(top, dtype=torch.bool)
+    if settings.min_p > 0:
+        keep &= top >= settings.min_p * top[:, :1]
+    if settings.top_p < 1:
+        keep &= (top.cumsum(-1) - top) < settings.top_p
+    keep[:, 0] = True  # the most likely token always stays
+    kept = top * keep
+    return kept / kept.sum(-1, keepdim=True), ids
+
+
+def draw_next(logits, settings):
+    """Each row's next token: greedy at ``temperature == 0``, else one draw from :func:`candidates` by
+    inverting its cumulative distribution with one uniform number per row from torch's global
+    generator (which the trainer seeds and checkpoints). ``generate`` draws from the same
+    distribution with ``torch.multinomial``, which spends a random number on every vocabulary entry
+    of every row: on the pocket model that was a third of a decoding step."""
+    import torch
+
+    if settings.temperature == 0:
+        return logits.argmax(-1)
+    probs, ids = candidates(logits, settings)
+    u = torch.rand(probs.shape[0], 1, dtype=probs.dtype)
+    choice = (probs.cumsum(-1) < u).sum(-1).clamp(max=probs.shape[1] - 1)
+    return ids.gather(1, choice[:, None]).squeeze(1)
