@@ -396,8 +396,42 @@ class _Terminated(KeyboardInterrupt):
     """SIGTERM (``timeout 3600 make course``, a closed terminal): stop as Ctrl-C does, marked INTERRUPTED."""
 
 
+# Seconds a terminated run may spend shutting its kernel down before it exits anyway. The deadline is
+# needed: when SIGTERM lands while nbclient's event loop is between tasks (a kernel still starting, on a
+# busy machine), the loop is left holding a cell's task, and papermill's kernel clean-up resumes it — a
+# blocking wait for that cell's reply, as long as the cell runs.
+TERMINATE_GRACE_S = 20.0
+_terminating: dict[str, Any] = {}  # the run being stopped: its folder and marker (set by main)
+
+
 def _on_sigterm(signum, frame):
+    if not _terminating.get("deadline"):
+        import threading
+
+        _terminating["deadline"] = threading.Timer(TERMINATE_GRACE_S, _exit_terminated)
+        _terminating["deadline"].daemon = True
+        _terminating["deadline"].start()
     raise _Terminated
+
+
+def _mark_interrupted(run_dir: Path, marker: Path, done: int, total: int, why: str) -> bool:
+    """RUNNING → INTERRUPTED, and the one line that says so; False when another path already did it."""
+    try:
+        marker.rename(run_dir / "INTERRUPTED")
+    except FileNotFoundError:
+        return False
+    print(f"\n{why} after {done} of {total} notebooks: {run_dir} is marked INTERRUPTED; "
+          "runs/latest still points at the last finished run", flush=True)
+    return True
+
+
+def _exit_terminated() -> None:
+    """The grace period is over and the kernel's clean-up still hangs: mark the run and leave (the kernel
+    sees its parent gone and shuts itself down)."""
+    t = _terminating
+    _mark_interrupted(t["run_dir"], t["marker"], len(t["results"]), t["total"],
+                      f"terminated (SIGTERM; the kernel's shutdown took over {TERMINATE_GRACE_S:.0f} s)")
+    os._exit(143)
 
 
 def _run_header(notebooks: list[Path], run_dir: Path, smoke: bool, overrides: dict[str, Any],
@@ -440,7 +474,9 @@ def main(argv: list[str] | None = None) -> int:
                                   "smoke": smoke, "overrides": overrides}) + "\n")
     print(_run_header(notebooks, run_dir, smoke, overrides, sources, args), flush=True)
     print(calibration, flush=True)
-    results = []
+    results: list[NotebookResult] = []
+    _terminating.clear()
+    _terminating.update(run_dir=run_dir, marker=marker, results=results, total=len(notebooks))
     try:
         for nb in notebooks:
             print(f"▶ {nb.name} …", end=" ", flush=True)  # finished on the same line: one line per notebook
@@ -455,14 +491,14 @@ def main(argv: list[str] | None = None) -> int:
                 print("  " + result.error.replace("\n", "\n  ")[-3000:])
             results.append(result)
     except KeyboardInterrupt as exc:
-        marker.rename(run_dir / "INTERRUPTED")
         why = "terminated (SIGTERM)" if isinstance(exc, _Terminated) else "interrupted"
-        print(f"\n{why} after {len(results)} of {len(notebooks)} notebooks: {run_dir} is marked INTERRUPTED; "
-              "runs/latest still points at the last finished run", flush=True)
+        _mark_interrupted(run_dir, marker, len(results), len(notebooks), why)
         return 143 if isinstance(exc, _Terminated) else 130
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+        if _terminating.get("deadline"):
+            _terminating["deadline"].cancel()
     missed = [line for r in results if r.ok for line in missed_goals(r.name, r.metrics)]
     table = summary_table(results) + f"\n{calibration}" + "".join(f"\n{line}" for line in missed)
     (run_dir / "summary.txt").write_text(table + "\n")

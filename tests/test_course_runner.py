@@ -225,6 +225,34 @@ def test_sigterm_marks_the_run_interrupted(echo_course, tmp_path):
     assert not list(echo_course.glob("*/RUNNING")) and len(list(echo_course.glob("*/INTERRUPTED"))) == 1, out
 
 
+def test_sigterm_ends_the_run_even_when_the_kernels_cleanup_hangs(echo_course):
+    """A SIGTERM that papermill's clean-up swallows and then waits on (a kernel still starting on a busy
+    machine) must still end the run, marked INTERRUPTED, after the grace period: here the notebook
+    runner catches the signal and hangs, as that clean-up does."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    nbs = echo_course.parent / "notebooks"
+    code = ("import sys, time; from pathlib import Path; from kimina_edu import course\n"
+            f"course.NOTEBOOKS = Path({str(nbs)!r}); course.TERMINATE_GRACE_S = 1.0\n"
+            "def hanging(*args, **kwargs):\n"
+            "    try:\n        time.sleep(600)\n    except KeyboardInterrupt:\n        time.sleep(600)\n"
+            "course.run_notebook = hanging\n"
+            f"sys.exit(course.main(['--runs-dir', {str(echo_course)!r}]))")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while not list(echo_course.glob("*/RUNNING")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert list(echo_course.glob("*/RUNNING")), "the run never started"
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 143, out
+    assert "shutdown took over 1 s" in out and len(list(echo_course.glob("*/INTERRUPTED"))) == 1, out
+
+
 def test_a_run_is_quiet_one_line_per_notebook_and_says_where_the_time_went(tmp_path, monkeypatch, capfd):
     nbs = tmp_path / "notebooks"
     nbs.mkdir()
