@@ -39,8 +39,9 @@ def supported(model) -> str | None:
     rope = getattr(cfg, "rope_parameters", None) or {}
     checks = [
         (cfg.hidden_act == "silu", f"activation {cfg.hidden_act}"),
-        (not cfg.attention_bias and not cfg.mlp_bias, "biases in attention or MLP"),
-        (rope.get("rope_type", "default") == "default", f"RoPE type {rope.get('rope_type')}"),
+        (not getattr(cfg, "attention_bias", False) and not getattr(cfg, "mlp_bias", False), "biases in attention or MLP"),
+        (rope.get("rope_type", "default") == "default" and "rope_theta" in rope,
+         f"RoPE {rope or 'parameters this transformers does not name'}"),
         (getattr(cfg, "pretraining_tp", 1) == 1, "pretraining_tp > 1"),
         (inner.device.type == "cpu", f"device {inner.device}"),
         (inner.dtype == torch.float32, f"dtype {inner.dtype}"),
