@@ -3,6 +3,7 @@ executed copy with the traceback, and makes the exit code non-zero."""
 
 import json
 import os
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -201,27 +202,34 @@ def test_a_seed_numpy_refuses_is_refused_first(echo_course, monkeypatch, capsys)
     assert "SEED" in capsys.readouterr().err
 
 
-def test_sigterm_marks_the_run_interrupted(echo_course, tmp_path):
+def _terminated_run(runs: Path, code: str, settle: float) -> tuple[int, str]:
+    """Start ``python -c code`` (a course run into ``runs``), wait until its RUNNING marker exists (a
+    deadline that only catches hangs), let it run ``settle`` seconds, SIGTERM it: its exit code and output."""
     import signal
     import subprocess
     import sys
     import time
 
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while not list(runs.glob("*/RUNNING")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert list(runs.glob("*/RUNNING")), "the run never started"
+    time.sleep(settle)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    return proc.returncode, out
+
+
+def test_sigterm_marks_the_run_interrupted(echo_course, tmp_path):
     nbs = echo_course.parent / "notebooks"
     slow = nbformat.read(nbs / "01_echo.ipynb", as_version=4)
     slow.cells[1].source = "import time\ntime.sleep(600)"
     nbformat.write(slow, nbs / "01_echo.ipynb")
     code = (f"import sys; from kimina_edu import course; from pathlib import Path; course.NOTEBOOKS = Path({str(nbs)!r}); "
             f"sys.exit(course.main(['--runs-dir', {str(echo_course)!r}]))")
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 120
-    while not list(echo_course.glob("*/RUNNING")) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert list(echo_course.glob("*/RUNNING")), "the run never started"
-    time.sleep(1.0)
-    proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=120)
-    assert proc.returncode == 143, out
+    returncode, out = _terminated_run(echo_course, code, settle=1.0)
+    assert returncode == 143, out
     assert not list(echo_course.glob("*/RUNNING")) and len(list(echo_course.glob("*/INTERRUPTED"))) == 1, out
 
 
@@ -229,11 +237,6 @@ def test_sigterm_ends_the_run_even_when_the_kernels_cleanup_hangs(echo_course):
     """A SIGTERM that papermill's clean-up swallows and then waits on (a kernel still starting on a busy
     machine) must still end the run, marked INTERRUPTED, after the grace period: here the notebook
     runner catches the signal and hangs, as that clean-up does."""
-    import signal
-    import subprocess
-    import sys
-    import time
-
     nbs = echo_course.parent / "notebooks"
     code = ("import sys, time; from pathlib import Path; from kimina_edu import course\n"
             f"course.NOTEBOOKS = Path({str(nbs)!r}); course.TERMINATE_GRACE_S = 1.0\n"
@@ -241,15 +244,8 @@ def test_sigterm_ends_the_run_even_when_the_kernels_cleanup_hangs(echo_course):
             "    try:\n        time.sleep(600)\n    except KeyboardInterrupt:\n        time.sleep(600)\n"
             "course.run_notebook = hanging\n"
             f"sys.exit(course.main(['--runs-dir', {str(echo_course)!r}]))")
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 120
-    while not list(echo_course.glob("*/RUNNING")) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert list(echo_course.glob("*/RUNNING")), "the run never started"
-    time.sleep(0.5)
-    proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=120)
-    assert proc.returncode == 143, out
+    returncode, out = _terminated_run(echo_course, code, settle=0.5)
+    assert returncode == 143, out
     assert "shutdown took over 1 s" in out and len(list(echo_course.glob("*/INTERRUPTED"))) == 1, out
 
 

@@ -274,15 +274,17 @@ def test_the_sampling_distribution_is_generates(temperature, top_p, min_p):
     assert ((ours == 0) == (theirs == 0)).all(), "the same tokens must be ruled out"
 
 
-def test_a_group_shares_its_prefill_and_comes_back_prompt_major(monkeypatch):
-    """n samples per prompt from one prefill: with a distribution that allows only the top token, every
-    sample of a prompt is that prompt's greedy completion, in generate's prompt-major order."""
+@pytest.mark.parametrize("bound", [0, 10**12], ids=["dropping finished rows", "smalldecode"])
+def test_a_group_shares_its_prefill_and_comes_back_prompt_major(monkeypatch, bound):
+    """n samples per prompt from one prefill (both of the package's own decoders): with a distribution
+    that allows only the top token, every sample of a prompt is that prompt's greedy completion, in
+    generate's prompt-major order."""
     from kimina_edu import rollouts
 
     model = tiny_random_llama(vocab_size=8, eos_token_id=3, pad_token_id=0)
     tok = type("Tok", (), {"pad_token_id": 0, "eos_token_id": 3})()
     prompts = [[4, 5, 6], [7], [5, 5, 7, 4, 6]]
-    monkeypatch.setattr(rollouts, "ARITHMETIC_BOUND_PARAMS", 0)
+    monkeypatch.setattr(rollouts, "ARITHMETIC_BOUND_PARAMS", bound)
     greedy = generate_ids(model, tok, prompts, SamplingSettings(max_new_tokens=16, temperature=0.0))
     grouped = generate_ids(model, tok, prompts, SamplingSettings(max_new_tokens=16, temperature=1.0, top_p=1e-6, n=4))
     assert grouped == [row for row in greedy for _ in range(4)]
