@@ -76,12 +76,91 @@ def in_run_questions(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return entries[:IN_RUN_EVAL]
 
 
+# Bump when greedy decoding changes what it writes: cached evaluations from before are then not reused.
+EVAL_CACHE_VERSION = 1
+
+
+def evaluation_key(model, tok, entries: list[dict[str, Any]], max_new_tokens: int, batch_size: int) -> str:
+    """What a greedy evaluation's result depends on, hashed: the policy's merged weights (bytes), the
+    tokenizer and chat template, the questions and answers, the lengths, the batch (padding changes
+    floating-point sums) and the thread count (so does that)."""
+    import hashlib
+    import json
+
+    import torch
+
+    from kimina_edu.rollouts import vllm_weights
+
+    digest = hashlib.sha256()
+    vocab = tok.get_vocab() if hasattr(tok, "get_vocab") else None  # by content: two loads' paths may differ
+    header = {"version": EVAL_CACHE_VERSION,
+              "tokenizer": [sorted(vocab.items()) if vocab else None, getattr(tok, "eos_token_id", None),
+                            getattr(tok, "pad_token_id", None), getattr(tok, "chat_template", None)],
+              "max_new_tokens": max_new_tokens, "batch_size": batch_size, "threads": torch.get_num_threads(),
+              "entries": entries}
+    digest.update(json.dumps(header, sort_keys=True, default=str).encode())
+    for name, tensor in vllm_weights(model):
+        t = tensor.detach().to("cpu").contiguous()
+        digest.update(f"{name}{tuple(t.shape)}{t.dtype}".encode())
+        digest.update(t.view(-1).view(torch.uint8).numpy())
+    return digest.hexdigest()[:16]
+
+
+def _cached_evaluation(path, n: int) -> dict[str, Any] | None:
+    """A stored evaluation of ``n`` questions, or None (absent, or damaged: then it is recomputed)."""
+    import json
+
+    try:
+        out = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        print(f"evaluate: the cached result {path} is unreadable; evaluating again")
+        return None
+    if not isinstance(out, dict) or out.get("n") != n or len(out.get("completions") or []) != n:
+        print(f"evaluate: the cached result {path} does not match these {n} questions; evaluating again")
+        return None
+    return out
+
+
 def evaluate_policy(model, tok, entries: list[dict[str, Any]], *, max_new_tokens: int = 128, batch_size: int = 100,
-                    progress: bool = True, keep_completions: bool = False) -> dict[str, Any]:
+                    progress: bool = True, keep_completions: bool = False, cache: bool = True) -> dict[str, Any]:
     """Greedy accuracy, format rate and mean completion length (tokens) over ``entries``.
 
     ``keep_completions``: also return every completion's text (``"completions"``, in the order
-    of ``entries``), for a look at *what* the policy wrote, not only whether it scored."""
+    of ``entries``), for a look at *what* the policy wrote, not only whether it scored.
+
+    ``cache``: greedy decoding is deterministic, so a result is kept in the course cache under
+    :func:`evaluation_key` and an evaluation of the same weights on the same questions with the same
+    settings is read back, with one line saying so — chapter 4's "before GRPO" is chapter 3's "after
+    SFT" when the lengths agree (on SmolLM2, 3 minutes on 2 cores)."""
+    import json
+    import os
+
+    from kimina_edu.runtime import cache_dir
+
+    path = None
+    if cache:
+        path = cache_dir() / "eval" / f"{evaluation_key(model, tok, entries, max_new_tokens, batch_size)}.json"
+        found = _cached_evaluation(path, len(entries))
+        if found is not None:
+            print(f"evaluate: {len(entries)} questions, read back from {path.parent} (the same weights, questions "
+                  "and settings were evaluated before)")
+            return found if keep_completions else {k: v for k, v in found.items() if k != "completions"}
+    out = _evaluate(model, tok, entries, max_new_tokens=max_new_tokens, batch_size=batch_size, progress=progress)
+    if path is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(json.dumps(out))
+            tmp.replace(path)
+        except OSError as exc:
+            print(f"evaluate: could not keep this result in {path.parent} ({exc.strerror}); it is not cached")
+    return out if keep_completions else {k: v for k, v in out.items() if k != "completions"}
+
+
+def _evaluate(model, tok, entries: list[dict[str, Any]], *, max_new_tokens: int, batch_size: int,
+              progress: bool) -> dict[str, Any]:
     from tqdm.auto import tqdm
 
     from kimina_edu.rewards import correctness_reward, extract_answer, format_reward
@@ -97,13 +176,9 @@ def evaluate_policy(model, tok, entries: list[dict[str, Any]], *, max_new_tokens
             correct += correctness_reward(extract_answer(text), entry)
             fmt += format_reward(text)
             n_tokens += len(ids)
-            if keep_completions:
-                texts.append(text)
+            texts.append(text)
             if len(samples) < 8:
                 samples.append({"question": entry["question"], "completion": text})
     n = max(len(entries), 1)
-    out = {"accuracy": correct / n, "format_rate": fmt / n, "mean_length": n_tokens / n, "n": len(entries),
-           "samples": samples}
-    if keep_completions:
-        out["completions"] = texts
-    return out
+    return {"accuracy": correct / n, "format_rate": fmt / n, "mean_length": n_tokens / n, "n": len(entries),
+            "samples": samples, "completions": texts}

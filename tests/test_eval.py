@@ -47,3 +47,47 @@ def test_pass_at_k_accepts_bools_and_whole_floats():
 def test_pass_at_k_counts_must_be_whole(n, c, k):
     with pytest.raises(ValueError):
         pass_at_k(n, c, k)
+
+
+def test_a_greedy_evaluation_is_read_back_only_for_the_same_weights_questions_and_settings(
+        offline_private_cache, monkeypatch, capsys):
+    import torch
+
+    from kimina_edu import eval as ev
+    from kimina_edu.lora import lora_config
+    from kimina_edu.models import load_policy
+    from kimina_edu.pocket import PocketRecipe
+    from kimina_edu.tasks import held_out
+
+    model, tok = load_policy("pocket", recipe=PocketRecipe.smoke(), lora=lora_config(), seed=0, verbose=False)
+    questions = held_out("syllogism", 6)
+    first = ev.evaluate_policy(model, tok, questions, max_new_tokens=8, progress=False, keep_completions=True)
+    assert len(first["completions"]) == 6
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("evaluated again: the cached result should have been read back")
+
+    with monkeypatch.context() as m:
+        m.setattr(ev, "_evaluate", must_not_run)
+        again = ev.evaluate_policy(model, tok, questions, max_new_tokens=8, progress=False, keep_completions=True)
+        assert again == first and "read back" in capsys.readouterr().out
+        assert "completions" not in ev.evaluate_policy(model, tok, questions, max_new_tokens=8, progress=False)
+
+    counted = []
+    real = ev._evaluate
+    monkeypatch.setattr(ev, "_evaluate", lambda *a, **k: counted.append(1) or real(*a, **k))
+    ev.evaluate_policy(model, tok, questions, max_new_tokens=9, progress=False)  # another length
+    ev.evaluate_policy(model, tok, questions[:5], max_new_tokens=8, progress=False)  # other questions
+    with torch.no_grad():  # other weights: one LoRA matrix moved (B starts at zero; A alone changes nothing)
+        next(p for n, p in model.named_parameters() if "lora_B" in n).add_(0.01)
+    ev.evaluate_policy(model, tok, questions, max_new_tokens=8, progress=False)
+    assert len(counted) == 3
+
+    key = ev.evaluation_key(model, tok, questions, 8, 100)
+    from kimina_edu.runtime import cache_dir
+
+    stored = cache_dir() / "eval" / f"{key}.json"
+    stored.write_text("{not json")
+    capsys.readouterr()
+    ev.evaluate_policy(model, tok, questions, max_new_tokens=8, progress=False)
+    assert "unreadable; evaluating again" in capsys.readouterr().out and len(counted) == 4
