@@ -144,7 +144,7 @@ def generate_ids(model, tok, prompt_ids: list[list[int]], settings: SamplingSett
 # Above this many parameters a decoding step's cost is arithmetic (rows × parameters), so a prompt is worth
 # prefilling once per group and a finished row worth dropping (decode_dropping_finished); below it (the
 # ~1 M-parameter pocket model) a step costs Python and kernel launches whatever the rows, and the plain-torch
-# decoder of kimina_edu.smalldecode runs it (4× fewer seconds than `model.generate`: bench_rollouts.py);
+# decoder of kimina_edu.smalldecode runs it (about 3× `model.generate`'s tokens/s: bench_rollouts.py);
 # `model.generate` stays for a small model that decoder does not cover (smalldecode.supported says why).
 ARITHMETIC_BOUND_PARAMS = 20_000_000
 

@@ -1,21 +1,18 @@
 """Chapter 4 — decoding a small Llama in plain torch, where ``model.generate`` spends its time on Python.
 
 The pocket model (~1 M parameters, 4 layers) does almost no arithmetic per token: a decoding step
-of 48 rows multiplies a few hundred thousand weights. What a step costs is the framework around
-it — ``generate``'s logits processors and stopping checks, a causal mask rebuilt every step, the
-cache object's bookkeeping, module hooks — about 8 ms of Python against well under 1 ms of
-matmuls (``benchmarks/bench_rollouts.py`` measures both paths on the same model and seed). Here
-the same network runs as a short loop over preallocated tensors: one fused q/k/v matmul and one
-fused gate/up matmul per layer, a cos/sin table looked up by position, and a key/value cache
-written in place.
+of 48 rows multiplies a few hundred thousand weights. In ``model.generate`` a step cost about 15 ms
+(cProfile, benchmarks/README.md, fourteenth session): the framework around the network, a
+``torch.multinomial`` that spends a random number on every vocabulary entry, top-p's full sort, and
+every prompt prefilled once per sample. Here the same network runs as a short loop over
+preallocated tensors — one fused q/k/v matmul and one fused gate/up matmul per layer, a cos/sin
+table looked up by position, a key/value cache written in place, each prompt prefilled once — and
+:func:`draw_next` samples with one uniform number per row (``benchmarks/bench_rollouts.py``: about
+3× ``generate``'s tokens/s on the same batched call).
 
-It samples exactly what ``model.generate`` samples, token for token, as long as both compute the
-same logits: every prompt is expanded to its ``n`` rows before the prefill (as ``generate`` does),
-every row draws each step until all have finished, finished rows are fed the pad token, and the
-draw is :func:`kimina_edu.rollouts.sample_next` — ``generate``'s warpers in ``generate``'s order,
-one ``torch.multinomial`` per step. Its logits agree with ``model.forward``'s to float32 rounding
-(tests/test_smalldecode.py), so a draw whose two candidates sit within that rounding of each
-other can go the other way; the course's figures are measured over seeds with this decoder.
+Greedy, it writes ``generate``'s tokens; sampling, it draws from ``generate``'s distribution
+(temperature → top-p → min-p) but not the same draws (tests/test_smalldecode.py). The course's
+figures are measured over seeds with this decoder.
 
 Only what the pocket model and SmolLM's family use is supported — Llama, SiLU MLP, no biases,
 default RoPE, float32 on the CPU; :func:`supported` says why another model is not, and the
@@ -128,7 +125,8 @@ class SmallLlama:
         rows, total, d = prompts * n, width + new, self.head_dim
         inv_freq = 1.0 / (self.theta ** (torch.arange(0, d, 2, dtype=torch.float) / d))
         freqs = torch.arange(total, dtype=torch.float)[:, None] * inv_freq
-        cos_table, sin_table = torch.cat((freqs, freqs), dim=-1).cos(), torch.cat((freqs, freqs), dim=-1).sin()
+        angles = torch.cat((freqs, freqs), dim=-1)
+        cos_table, sin_table = angles.cos(), angles.sin()
         cache = [(torch.zeros(prompts, self.kv_heads, total, d), torch.zeros(prompts, self.kv_heads, total, d))
                  for _ in self.layers]
         position = (attn.long().cumsum(-1) - 1).clamp(min=0)
