@@ -278,10 +278,48 @@ class DevTargetStop:
         return acc >= self.target
 
 
+def completion_loss(model, inputs: dict[str, Any], num_items_in_batch=None):
+    """The SFT loss — mean negative log-likelihood of the completion tokens — with the LM head run
+    only where a label is kept (``-100`` marks the prompt and padding).
+
+    Why not TRL's own: on a CPU, TRL 1.16's fused head scores *every* position (its compact path
+    is Triton-only) and adds entropy and top-1 metrics, and SmolLM2's chat prompt is 70% of each
+    example (111 of 159 tokens): the head took half of an SFT step (4.6 of 9.5 s, profile in
+    benchmarks/README.md). The loss is the same sum, divided by the same token count
+    (``num_items_in_batch``, the Trainer's count across accumulation steps, else this batch's);
+    ``tests/test_sft.py`` checks it against TRL's.
+    """
+    import torch
+
+    causal_lm = model.get_base_model() if hasattr(model, "get_base_model") else model
+    backbone = getattr(causal_lm, causal_lm.base_model_prefix)
+    hidden = backbone(input_ids=inputs["input_ids"], attention_mask=inputs.get("attention_mask"),
+                      use_cache=False).last_hidden_state[:, :-1]
+    labels = inputs["labels"][:, 1:].to(hidden.device)
+    keep = labels != -100
+    logits = causal_lm.get_output_embeddings()(hidden[keep]).float()
+    token_logp = torch.log_softmax(logits, dim=-1).gather(-1, labels[keep].unsqueeze(-1)).squeeze(-1)
+    count = keep.sum() if num_items_in_batch is None else num_items_in_batch
+    return -token_logp.sum() / torch.as_tensor(count, device=hidden.device).clamp(min=1)
+
+
+def _completion_loss_trainer():
+    """TRL's ``SFTTrainer`` with :func:`completion_loss` as its loss (everything else TRL's)."""
+    from trl import SFTTrainer
+
+    class CompletionLossSFTTrainer(SFTTrainer):
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            if return_outputs:  # nothing here asks for outputs; TRL's own path still serves that case
+                return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+            return completion_loss(model, inputs, num_items_in_batch)
+
+    return CompletionLossSFTTrainer
+
+
 def sft_train(model_path: str, examples: list[dict], *, output_dir: str | os.PathLike, lora=None, epochs: int = 3,
               lr: float = 2e-3, batch_size: int = 8, seed: int = 0, max_length: int = 512, use_cpu: bool = True,
               dtype: Any = None, stop: DevTargetStop | None = None):
-    """LoRA SFT with TRL's ``SFTTrainer``; loss on completion tokens only.
+    """LoRA SFT with TRL's ``SFTTrainer``; loss on completion tokens only (:func:`completion_loss`).
 
     Returns ``(peft_model, tokenizer, loss_log)``. ``seed`` sets the data order *and* the LoRA
     initialisation. ``dtype`` defaults to :func:`kimina_edu.models.policy_dtype` for the device
@@ -292,7 +330,7 @@ def sft_train(model_path: str, examples: list[dict], *, output_dir: str | os.Pat
     """
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
-    from trl import SFTConfig, SFTTrainer
+    from trl import SFTConfig
 
     from kimina_edu.lora import lora_config
     from kimina_edu.models import policy_dtype
@@ -309,7 +347,7 @@ def sft_train(model_path: str, examples: list[dict], *, output_dir: str | os.Pat
         seed=seed, max_length=max_length, completion_only_loss=True, bf16=False, use_cpu=use_cpu,
         activation_checkpointing=False, dataloader_num_workers=0, disable_tqdm=True,
     )
-    trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(examples), processing_class=tok,
+    trainer = _completion_loss_trainer()(model=model, args=args, train_dataset=Dataset.from_list(examples), processing_class=tok,
                          peft_config=lora or lora_config(), callbacks=[stop.callback()] if stop else None)
     use_progress_bar(trainer, "SFT").train()
     log = [{"step": r["step"], "loss": r["loss"]} for r in trainer.state.log_history if "loss" in r]

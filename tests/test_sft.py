@@ -107,3 +107,49 @@ def test_dev_split_is_disjoint_from_the_held_out_split():
     from kimina_edu.tasks import dev_split
 
     assert not {e["question"] for e in dev_split()} & {e["question"] for e in held_out()}
+
+
+def test_completion_loss_is_trls_sft_loss_on_the_completion_tokens(smollm_shaped, tmp_path):
+    """``sft_train``'s loss runs the LM head on the completion tokens only; loss and LoRA gradients
+    equal TRL's own ``SFTTrainer.compute_loss`` on the same batch (a SmolLM-shaped model: chat
+    prompt longer than the answer, right padding, rows of different lengths)."""
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
+    from trl import SFTConfig, SFTTrainer
+
+    from kimina_edu.lora import lora_config
+    from kimina_edu.sft import completion_loss
+
+    set_seed(0)
+    tok = AutoTokenizer.from_pretrained(str(smollm_shaped))
+    tok.padding_side = "right"
+    model = AutoModelForCausalLM.from_pretrained(str(smollm_shaped), dtype=torch.float32)
+    examples, _ = make_sft_examples(make_entries("syllogism", 4, SEEDS["sft"]))
+    examples[1]["completion"][0]["content"] += " Premise 1 is read twice." * 3  # rows of different lengths
+    args = SFTConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, report_to="none", use_cpu=True,
+                     completion_only_loss=True, disable_tqdm=True)
+    trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(examples), processing_class=tok,
+                         peft_config=lora_config(r=4, alpha=8))
+    batch = dict(next(iter(trainer.get_train_dataloader())))
+    assert (batch["labels"] == -100).float().mean() > 0.5  # mostly prompt and padding: the case that pays
+    lora = [p for p in trainer.model.parameters() if p.requires_grad]
+    # LoRA's B starts at zero, which leaves A without a gradient: give B values first
+    with torch.no_grad():
+        for name, p in trainer.model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.02)
+
+    def loss_and_grads(loss_fn):
+        trainer.model.zero_grad()
+        loss = loss_fn()
+        loss.backward()
+        return loss.detach(), torch.cat([p.grad.flatten() for p in lora])
+
+    theirs, their_grads = loss_and_grads(lambda: trainer.compute_loss(trainer.model, dict(batch)))
+    ours, our_grads = loss_and_grads(lambda: completion_loss(trainer.model, dict(batch)))
+    assert torch.allclose(ours, theirs, rtol=1e-5)
+    assert (our_grads - their_grads).norm() <= 1e-4 * their_grads.norm()
+    # the Trainer's token count across accumulation steps divides the same sum
+    assert torch.allclose(completion_loss(trainer.model, dict(batch), num_items_in_batch=10 ** 6),
+                          ours * (batch["labels"][:, 1:] != -100).sum() / 10 ** 6, rtol=1e-5)
