@@ -123,11 +123,13 @@ def generate_ids(model, tok, prompt_ids: list[list[int]], settings: SamplingSett
         ids[i, width - len(row):] = torch.tensor(row)
         attn[i, width - len(row):] = 1
     sample = settings.temperature > 0
-    if arithmetic_bound(model):
-        rows = decode_dropping_finished(model, ids, attn, settings, tok.eos_token_id)
-        return [trim_completion(row, tok.eos_token_id, pad_id) for row in rows]
+    large = arithmetic_bound(model)
     if smalldecode.supported(model) is None:
-        rows = smalldecode.SmallLlama.from_model(model).decode(ids, attn, settings, tok.eos_token_id)
+        rows = smalldecode.SmallLlama.from_model(model).decode(ids, attn, settings, tok.eos_token_id,
+                                                               share_prefix=large, drop_finished=large)
+        return [trim_completion(row, tok.eos_token_id, pad_id) for row in rows]
+    if large:
+        rows = decode_dropping_finished(model, ids, attn, settings, tok.eos_token_id)
         return [trim_completion(row, tok.eos_token_id, pad_id) for row in rows]
     kwargs: dict[str, Any] = {"do_sample": sample, "max_new_tokens": settings.max_new_tokens,
                               "num_return_sequences": settings.n, "pad_token_id": pad_id,

@@ -90,9 +90,10 @@ class SmallLlama:
         half = x.shape[-1] // 2
         return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
 
-    def _layers(self, x, cos, sin, cache, start: int, attend):
-        """``x``: [rows, S, hidden] at cache columns ``start … start+S-1``; ``attend(q, layer's k, v)``
-        does the attention over the cache so far. Returns the last position's logits."""
+    def _layers(self, x, cos, sin, cache, start: int, attend, logits: bool = True):
+        """``x``: [rows, S, hidden] at cache columns ``start … start+S-1`` (rows: the cache's, or 1 to write
+        the same keys into every row); ``attend(q, layer's k, v)`` does the attention over the cache so
+        far. Returns the last position's logits (None when ``logits`` is False)."""
         import torch.nn.functional as F
 
         rows, s, _ = x.shape
@@ -108,21 +109,37 @@ class SmallLlama:
             x = x + att.reshape(rows, s, h * d) @ layer["o"]
             gate, up = (self._rms(x, layer["ln2"]) @ layer["gate_up"]).chunk(2, dim=-1)
             x = x + (F.silu(gate) * up) @ layer["down"]
-        return self._rms(x[:, -1], self.norm) @ self.head.t()
+        return self._rms(x[:, -1], self.norm) @ self.head.t() if logits else None
 
-    def decode(self, ids, attn, settings, eos_id: int | None) -> list[list[int]]:
+    def decode(self, ids, attn, settings, eos_id: int | None, *, share_prefix: bool = False,
+               drop_finished: bool = False) -> list[list[int]]:
         """Sample ``settings.n`` completions of each left-padded prompt row (``ids``, ``attn``: [P, W]).
 
         Each prompt is prefilled once and its cache copied to its ``n`` rows; every row then decodes
         until all have written ``eos_id`` or ``settings.max_new_tokens`` tokens. Returns one token list
-        per row, prompt-major, each ending at its first ``eos_id`` (kept)."""
+        per row, prompt-major, each ending at its first ``eos_id`` (kept).
+
+        For a model whose steps cost arithmetic (SmolLM2; :func:`kimina_edu.rollouts.arithmetic_bound`):
+        ``share_prefix`` runs the tokens every prompt starts with (the system turn: 72 of SmolLM2's ~111
+        prompt tokens) once, for one row, and writes their keys and values into every row's cache;
+        ``drop_finished`` takes finished rows out of the batch — and the cache — once they are a quarter
+        of it (each removal copies the cache, so not at every finished row)."""
         import torch
         import torch.nn.functional as F
 
         n, new = settings.n, settings.max_new_tokens
         attn = attn.bool()
-        prompts, width = ids.shape
-        rows, total, d = prompts * n, width + new, self.head_dim
+        prompts = ids.shape[0]
+        real = [row[mask].tolist() for row, mask in zip(ids, attn)]
+        # the shared run, leaving every prompt at least one token of its own (its last position's logits)
+        shared = _common_prefix(real, limit=min(map(len, real)) - 1) if share_prefix else 0
+        own = max(len(r) for r in real) - shared
+        width, rows, d = shared + own, prompts * n, self.head_dim
+        total = width + new
+        # the layout: [the shared run | each prompt's own tokens, left-padded]
+        pad = int(ids[~attn][0]) if (~attn).any() else 0
+        ids = torch.tensor([r[:shared] + [pad] * (width - len(r)) + r[shared:] for r in real])
+        attn = torch.tensor([[True] * shared + [False] * (width - len(r)) + [True] * (len(r) - shared) for r in real])
         inv_freq = 1.0 / (self.theta ** (torch.arange(0, d, 2, dtype=torch.float) / d))
         freqs = torch.arange(total, dtype=torch.float)[:, None] * inv_freq
         angles = torch.cat((freqs, freqs), dim=-1)
@@ -133,8 +150,11 @@ class SmallLlama:
         # a padding column attends to itself, so that no row of the softmax is empty
         mask = (torch.ones(width, width, dtype=torch.bool).tril() & attn[:, None, :]) | torch.eye(width, dtype=torch.bool)
 
+        def shared_attention(q, k, v):  # the shared run: one row, causal
+            return F.scaled_dot_product_attention(q, k[:1], v[:1], is_causal=True, enable_gqa=True).transpose(1, 2)
+
         def prefill_attention(q, k, v):
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None], enable_gqa=True).transpose(1, 2)
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None, shared:], enable_gqa=True).transpose(1, 2)
 
         bias = torch.zeros(rows, total)  # per key column: 0 where a row may read it, -inf on its prompt's padding
         bias[:, :width].masked_fill_(~attn.repeat_interleave(n, 0), float("-inf"))
@@ -142,29 +162,49 @@ class SmallLlama:
         groups = self.heads // self.kv_heads
 
         def decode_attention(q, k, v):  # one query per row: the query heads of a key/value head side by side
-            scores = (q.reshape(rows, self.kv_heads, groups, d) @ k.transpose(-1, -2)) * scale
+            scores = (q.reshape(q.shape[0], self.kv_heads, groups, d) @ k.transpose(-1, -2)) * scale
             return (scores + bias[:, None, None, : k.shape[2]]).softmax(-1) @ v
 
         out: list[list[int]] = [[] for _ in range(rows)]
-        live = list(range(rows))
+        slots = list(range(rows))  # the output row each batch row writes
+        live = set(slots)
         with torch.inference_mode():
-            logits = self._layers(self.embed[ids], cos_table[position][:, None], sin_table[position][:, None],
-                                  cache, 0, prefill_attention).repeat_interleave(n, 0)
+            if shared:
+                self._layers(self.embed[ids[:1, :shared]], cos_table[:shared], sin_table[:shared], cache, 0,
+                             shared_attention, logits=False)
+            at = position[:, shared:]
+            logits = self._layers(self.embed[ids[:, shared:]], cos_table[at][:, None], sin_table[at][:, None],
+                                  cache, shared, prefill_attention).repeat_interleave(n, 0)
             cache = [(k.repeat_interleave(n, 0), v.repeat_interleave(n, 0)) for k, v in cache]
             position = position[:, -1].repeat_interleave(n, 0) + 1
             for step in range(new):
                 drawn = draw_next(logits, settings).tolist()
-                for row in live:
-                    out[row].append(drawn[row])
-                if eos_id is not None:
-                    live = [row for row in live if drawn[row] != eos_id]
+                for row, t in zip(slots, drawn):
+                    if row in live:
+                        out[row].append(t)
+                        if t == eos_id:
+                            live.discard(row)
                 if step == new - 1 or not live:
                     break
+                if drop_finished and len(live) <= 0.75 * len(slots):
+                    keep = torch.tensor([i for i, row in enumerate(slots) if row in live])
+                    cache = [(k.index_select(0, keep), v.index_select(0, keep)) for k, v in cache]
+                    bias, position = bias[keep], position[keep]
+                    drawn = [drawn[i] for i in keep.tolist()]
+                    slots = [slots[i] for i in keep.tolist()]
                 token = torch.tensor(drawn)
                 logits = self._layers(self.embed[token][:, None], cos_table[position][:, None, None],
                                       sin_table[position][:, None, None], cache, width + step, decode_attention)
                 position = position + 1
         return out
+
+
+def _common_prefix(rows: list[list[int]], limit: int) -> int:
+    """How many leading tokens all ``rows`` share, at most ``limit``."""
+    k = 0
+    while k < limit and all(r[k] == rows[0][k] for r in rows):
+        k += 1
+    return k
 
 
 def candidates(logits, settings):
@@ -180,12 +220,13 @@ def candidates(logits, settings):
     import torch
 
     probs = (logits.float() / settings.temperature).softmax(-1)
+    vocab = probs.shape[-1]
     if settings.min_p > 0:
         above = probs >= settings.min_p * probs.max(-1, keepdim=True).values
         k = int(above.sum(-1).max())
     else:
-        k = probs.shape[-1]
-    top, ids = probs.topk(k, dim=-1)
+        k = vocab
+    top, ids = probs.topk(k, dim=-1) if k < vocab or settings.top_p >= 1 else _top_p_run(probs, settings.top_p)
     keep = torch.ones_like(top, dtype=torch.bool)
     if settings.min_p > 0:
         keep &= top >= settings.min_p * top[:, :1]
@@ -194,6 +235,24 @@ def candidates(logits, settings):
     keep[:, 0] = True  # the most likely token always stays
     kept = top * keep
     return kept / kept.sum(-1, keepdim=True), ids
+
+
+TOP_P_FIRST_K = 64
+
+
+def _top_p_run(probs, top_p: float):
+    """The most likely tokens of each row, ranked (``topk``), enough of them to hold every token top-p
+    keeps: ``k`` starts at :data:`TOP_P_FIRST_K` and doubles until each row's ranked mass reaches
+    ``top_p`` — a token past that run has at least ``top_p`` ranked above it, so top-p drops it. A
+    trained model's nucleus is a few dozen tokens: ranking SmolLM2's whole 49,152-token vocabulary for
+    48 rows took ~90 ms a decoding step (benchmarks/README.md, fifteenth session), ranking 64 ~2 ms."""
+    vocab = probs.shape[-1]
+    k = min(TOP_P_FIRST_K, vocab)
+    while True:
+        top, ids = probs.topk(k, dim=-1)
+        if k == vocab or bool((top.sum(-1) >= top_p).all()):
+            return top, ids
+        k = min(2 * k, vocab)
 
 
 def draw_next(logits, settings):

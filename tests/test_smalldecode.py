@@ -56,8 +56,39 @@ def test_greedy_tokens_are_generates(which, monkeypatch):
         assert len({len(row) for row in ours}) > 1, "the rows must finish at different steps for this test to mean anything"
 
 
-def test_the_first_logits_are_the_models():
-    """The prefill's last-position logits against ``model.forward`` on the same left-padded batch."""
+@pytest.mark.parametrize("which", ["pocket", "tiny"])
+def test_a_shared_prefix_run_once_and_finished_rows_dropped_write_generates_tokens(which, monkeypatch):
+    """The real-model options (``share_prefix``, ``drop_finished``): prompts that share their first tokens
+    (a system turn) with their own tails of different lengths, rows that finish at different steps (so
+    the batch is compacted more than once); greedy, the tokens must be ``model.generate``'s."""
+    if which == "tiny":  # (this seed's rows stop after 1, 1, 2, 4, 4, 6, 24 and 24 tokens)
+        model = tiny_random_llama(vocab_size=8, seed=2, eos_token_id=3, pad_token_id=0)
+        tok = type("Tok", (), {"pad_token_id": 0, "eos_token_id": 3})()
+        g = torch.Generator().manual_seed(0)
+        shared = torch.randint(4, 8, (5,), generator=g).tolist()
+        prompt_ids = [shared + torch.randint(4, 8, (n,), generator=g).tolist() for n in (1, 4, 2, 6, 3, 1, 5, 2)]
+    else:
+        model, tok = load_policy("pocket", recipe=SMOKE, seed=0, verbose=False)
+        prompt_ids = encode_prompts(tok, [chat_prompt(tok, e["question"]) for e in ENTRIES[:6]])
+    width = max(map(len, prompt_ids))
+    ids = torch.tensor([[tok.pad_token_id] * (width - len(r)) + r for r in prompt_ids])
+    attn = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in prompt_ids])
+    settings = SamplingSettings(max_new_tokens=24, temperature=0.0)
+    ours = smalldecode.SmallLlama.from_model(model).decode(ids, attn, settings, tok.eos_token_id,
+                                                            share_prefix=True, drop_finished=True)
+    theirs = _by_generate(monkeypatch, model, tok, prompt_ids, settings)
+    assert [rollouts.trim_completion(r, tok.eos_token_id, tok.pad_token_id) for r in ours] == theirs
+    assert smalldecode._common_prefix(prompt_ids, width) >= 5
+    if which == "tiny":
+        lengths = sorted(len(row) for row in ours)
+        assert len(set(lengths)) >= 4 and lengths[len(lengths) // 2] < lengths[-1], \
+            f"rows must finish at several steps, half of them early, for the batch to be compacted: {lengths}"
+
+
+@pytest.mark.parametrize("share_prefix", [False, True])
+def test_the_first_logits_are_the_models(share_prefix):
+    """The prefill's last-position logits against ``model.forward`` on the same left-padded batch (the
+    shared system turn run once, or with every prompt)."""
     model, tok = load_policy("pocket", recipe=SMOKE, verbose=False)
     prompt_ids = encode_prompts(tok, [chat_prompt(tok, e["question"]) for e in ENTRIES[:4]])
     width = max(map(len, prompt_ids))
@@ -75,7 +106,7 @@ def test_the_first_logits_are_the_models():
     smalldecode.draw_next = spy
     try:
         smalldecode.SmallLlama.from_model(model).decode(ids, attn, SamplingSettings(max_new_tokens=1, temperature=0.0),
-                                                         tok.eos_token_id)
+                                                         tok.eos_token_id, share_prefix=share_prefix)
     finally:
         smalldecode.draw_next = real_draw
     assert torch.allclose(captured["first"], theirs, atol=1e-4), (captured["first"] - theirs).abs().max()
