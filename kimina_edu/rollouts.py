@@ -143,11 +143,12 @@ def generate_ids(model, tok, prompt_ids: list[list[int]], settings: SamplingSett
     return [trim_completion(row, tok.eos_token_id, pad_id) for row in out[:, width:].tolist()]
 
 
-# Above this many parameters a decoding step's cost is arithmetic (rows × parameters), so a prompt is worth
-# prefilling once per group and a finished row worth dropping (decode_dropping_finished); below it (the
-# ~1 M-parameter pocket model) a step costs Python and kernel launches whatever the rows, and the plain-torch
-# decoder of kimina_edu.smalldecode runs it (about 3× `model.generate`'s tokens/s: bench_rollouts.py);
-# `model.generate` stays for a small model that decoder does not cover (smalldecode.supported says why).
+# Above this many parameters a decoding step's cost is arithmetic (rows × parameters), so a shared system
+# turn is worth running once and a finished row worth dropping; below it (the ~1 M-parameter pocket model) a
+# step costs Python and kernel launches whatever the rows. The plain-torch decoder of kimina_edu.smalldecode
+# runs both where it can (Llama, fp32, CPU: about 3× `model.generate`'s tokens/s on the pocket model,
+# bench_rollouts.py; 1.5× transformers' own cached forward on SmolLM2, benchmarks/README.md); elsewhere a
+# large model takes decode_dropping_finished and a small one `model.generate` (smalldecode.supported says why).
 ARITHMETIC_BOUND_PARAMS = 20_000_000
 
 

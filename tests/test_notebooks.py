@@ -262,7 +262,7 @@ def check_hub_05(m, course):
     assert m["whole_run"] is True and m["compare_step"] == m["steps"], "a real model's short run is compared whole"
     import torch
 
-    if not torch.cuda.is_available():  # 45 TRL steps of SmolLM2 would be ~40 minutes on 2 cores
+    if not torch.cuda.is_available():  # 45 TRL steps of SmolLM2 would take about an hour on 2 cores
         assert m["variant_model"] == "pocket", "on a CPU the variant study runs on the pocket model"
 
 
