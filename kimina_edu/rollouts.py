@@ -147,7 +147,7 @@ def generate_ids(model, tok, prompt_ids: list[list[int]], settings: SamplingSett
 # turn is worth running once and a finished row worth dropping; below it (the ~1 M-parameter pocket model) a
 # step costs Python and kernel launches whatever the rows. The plain-torch decoder of kimina_edu.smalldecode
 # runs both where it can (Llama, fp32, CPU: about 3× `model.generate`'s tokens/s on the pocket model,
-# bench_rollouts.py; 1.5× transformers' own cached forward on SmolLM2, benchmarks/README.md); elsewhere a
+# bench_rollouts.py; 1.35–1.6× transformers' own cached forward on SmolLM2, benchmarks/README.md); elsewhere a
 # large model takes decode_dropping_finished and a small one `model.generate` (smalldecode.supported says why).
 ARITHMETIC_BOUND_PARAMS = 20_000_000
 

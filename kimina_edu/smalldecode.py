@@ -15,7 +15,7 @@ only where a step is arithmetic: the system turn every prompt starts with is run
 (``share_prefix``), and finished rows leave the batch (``drop_finished``). Its top-p draw ranks only
 the nucleus (:func:`_top_p_run`) — sorting its 49,152-token vocabulary for 48 rows had cost ~90 ms a
 step. Measured against transformers' forward with its cache (benchmarks/README.md, fifteenth
-session): greedy evaluation 1.5× the tokens/s, a GRPO round's sampling ~1.6×.
+session): 1.35–1.6× the tokens/s, greedy and sampling alike (the same tokens when greedy).
 
 Greedy, it writes ``generate``'s tokens; sampling, it draws from ``generate``'s distribution
 (temperature → top-p → min-p) but not the same draws (tests/test_smalldecode.py). The course's
