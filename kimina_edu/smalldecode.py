@@ -72,6 +72,10 @@ class SmallLlama:
         self.embed = w["embed_tokens.weight"]
         self.head = w.get("lm_head.weight", self.embed)  # tied embeddings come once
         self.norm = w["norm.weight"]
+        # the rows each forward of the last decode sent through the layers' matmuls and the LM head:
+        # (rows × positions, rows whose logits were taken); benchmarks/bench_smollm2.py times the same
+        # matmuls at these sizes, the physical limit "at that batch"
+        self.matmul_rows: list[tuple[int, int]] = []
         self.layers = []
         for i in range(config.num_hidden_layers):
             p = f"layers.{i}."
@@ -107,6 +111,7 @@ class SmallLlama:
         rows, s, _ = x.shape
         h, kv, d = self.heads, self.kv_heads, self.head_dim
         end = start + s
+        self.matmul_rows.append((rows * s, rows if logits else 0))
         for layer, (k_cache, v_cache) in zip(self.layers, cache):
             qkv = self._rms(x, layer["ln1"]) @ layer["qkv"]
             q = qkv[..., : h * d].view(rows, s, h, d).transpose(1, 2)
@@ -136,6 +141,7 @@ class SmallLlama:
         import torch.nn.functional as F
 
         n, new = settings.n, settings.max_new_tokens
+        self.matmul_rows = []
         attn = attn.bool()
         prompts = ids.shape[0]
         real = [row[mask].tolist() for row, mask in zip(ids, attn)]
