@@ -10,6 +10,8 @@ runs/tune/<name>/log.jsonl, one line per step and a summary line at the end (als
 
 Any ``TrainConfig`` field can be set as key=value on top of ``TrainConfig.preset(model)``;
 ``sft_epochs`` and ``sft_seed`` pick the chapter-3 warm-up (cached by recipe, trained when missing);
+``pool=claim_balanced`` trains on the RL questions subsampled so that, within every pair of premises,
+"Yes" and "No" are equally common (:func:`claim_balanced`: ignoring the claim scores 50% there);
 ``before=<accuracy>`` skips the evaluation before training (chapter 3's figure, when its evaluation
 length equals the preset's ``max_new_tokens``, as SmolLM2's does).
 """
@@ -29,7 +31,7 @@ from kimina_edu.eval import eval_questions
 from kimina_edu.lora import lora_config
 from kimina_edu.models import load_policy
 from kimina_edu.sft import SFTRecipe, ensure_sft_adapter
-from kimina_edu.tasks import held_out
+from kimina_edu.tasks import SEEDS, held_out, make_entries, syllogism_parts
 from kimina_edu.trainer import GRPOTrainer, TrainConfig
 
 
@@ -42,18 +44,37 @@ def _value(text: str):
     return text
 
 
+def claim_balanced(entries: list[dict]) -> list[dict]:
+    """``entries`` with each premise pair's majority verdict subsampled to its minority's count (in
+    order; pairs with one verdict only are dropped): a pool on which ignoring the claim pays nothing."""
+    by: dict[tuple, list[dict]] = {}
+    for e in entries:
+        by.setdefault((syllogism_parts(e)[0], bool(e["metadata"]["is_valid"])), []).append(e)
+    keep = set()
+    for (pair, valid), group in by.items():
+        n = min(len(group), len(by.get((pair, not valid), [])))
+        keep.update(id(e) for e in group[:n])
+    return [e for e in entries if id(e) in keep]
+
+
 def main(name: str, *pairs: str) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     torch.set_num_threads(int(os.environ.get("THREADS", torch.get_num_threads())))
     args = {k: _value(v) for k, v in (p.split("=", 1) for p in pairs)}
     model_id, before = args.pop("model", "pocket"), args.pop("before", None)
+    pool = args.pop("pool", None)
     sft = SFTRecipe.preset(model_id, epochs=args.pop("sft_epochs", None), seed=args.pop("sft_seed", None))
     base, adapter = ensure_sft_adapter(model_id, recipe=sft)
     cfg = TrainConfig.preset(model_id, **args)
     model, tok = load_policy(base, adapter=adapter, lora=lora_config(), seed=cfg.seed, verbose=False)
     out = f"runs/tune/{name}"
     shutil.rmtree(out, ignore_errors=True)
-    trainer = GRPOTrainer(model, tok, cfg, eval_entries=held_out(cfg.task, eval_questions(model_id)), output_dir=out,
+    train = make_entries(cfg.task, 5000, SEEDS["rl"])
+    if pool == "claim_balanced":
+        train = claim_balanced(train)
+    elif pool is not None:
+        raise SystemExit(f"pool={pool!r}: only pool=claim_balanced is known")
+    trainer = GRPOTrainer(model, tok, cfg, train_entries=train, eval_entries=held_out(cfg.task, eval_questions(model_id)), output_dir=out,
                           progress=False)
     before = trainer.evaluate()["eval_accuracy"] if before is None else before
     start = time.perf_counter()
@@ -67,7 +88,8 @@ def main(name: str, *pairs: str) -> None:
     seconds = time.perf_counter() - start
     last = trainer.evaluate()["eval_accuracy"] if "eval_accuracy" not in log[-1] else log[-1]["eval_accuracy"]
     evals = [r["eval_accuracy"] for r in log if "eval_accuracy" in r] + [last]
-    summary = {"name": name, "model": model_id, "sft_seed": sft.seed, "sft_epochs": sft.epochs, "config": args,
+    summary = {"name": name, "model": model_id, "sft_seed": sft.seed, "sft_epochs": sft.epochs, "config": args, "pool": pool,
+               "pool_size": len(train),
                "before": before, "last": last, "gain": last - before, "best": max(evals),
                "skipped_steps": sum(1 for r in log if r.get("skipped")), "steps": len(log),
                "guard_stopped": getattr(trainer, "guard_stopped", None), "grpo_seconds": round(seconds),

@@ -201,13 +201,19 @@ def slowest_cell(executed: Path) -> str:
     return f"cell {index}, {seconds:.1f} s: {first[:50]}"
 
 
+def _gain_points(m: dict[str, Any]) -> float:
+    """Held-out accuracy after GRPO minus before, in points, rounded past float noise: accuracies are
+    counts over N questions, and 0.285 ≥ 0.255 + 0.03 is False in floating point (+3 points exactly)."""
+    return round(100 * (m["accuracy_after"] - m["accuracy_before"]), 6)
+
+
 # What a full offline run must show, judged on each notebook's metrics.json. Only for the pocket
 # model (the figures were measured on it) and never in SMOKE mode (tiny sizes learn little).
 # `make robustness` checks the same goals for SEED 0–4 (benchmarks/robustness.py).
 LEARNING_GOALS: dict[str, list[tuple[str, Any]]] = {
     "03": [("SFT accuracy ≥ 65%", lambda m: m["sft_accuracy"] >= 0.65),
            ("SFT format rate ≥ 95%", lambda m: m["sft_format_rate"] >= 0.95)],
-    "04": [("GRPO accuracy ≥ SFT accuracy + 5 points", lambda m: m["accuracy_after"] >= m["accuracy_before"] + 0.05),
+    "04": [("GRPO accuracy ≥ SFT accuracy + 5 points", lambda m: _gain_points(m) >= 5),
            ("GRPO within 10 minutes", lambda m: m["grpo_seconds"] <= 600),
            ("format rate after GRPO ≥ 95%", lambda m: m["format_after"] >= 0.95),
            # the update's own effect, measured on its buffer (trainer.shift_summary): what GRPO promises.
@@ -224,7 +230,10 @@ LEARNING_GOALS: dict[str, list[tuple[str, Any]]] = {
 SMOLLM2_GOALS: dict[str, list[tuple[str, Any]]] = {
     "03": [("SFT accuracy ≥ 70%", lambda m: m["sft_accuracy"] >= 0.70),
            ("SFT format rate ≥ 95%", lambda m: m["sft_format_rate"] >= 0.95)],
-    "04": [("GRPO accuracy ≥ SFT accuracy + 3 points", lambda m: m["accuracy_after"] >= m["accuracy_before"] + 0.03)],
+    # a known gap, said where the miss is printed: no preset has met it in every measured seed yet
+    "04": [("GRPO accuracy ≥ SFT accuracy + 3 points (no preset meets it in every seed yet, on a CPU or a GPU: "
+            "notebook 04's introduction gives the measured ranges)",
+            lambda m: _gain_points(m) >= 3)],
 }
 GOALS = {"pocket": LEARNING_GOALS, "smollm2": SMOLLM2_GOALS}
 

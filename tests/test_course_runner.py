@@ -52,8 +52,13 @@ def test_learning_goals_are_judged_on_full_runs_of_models_with_goals_only():
     real = {"smoke": False, "model": "/cache/smollm2/b179c9523d0e", "model_id": "smollm2", "sft_format_rate": 1.0}
     assert course.missed_goals("03_sft_warmup", {**real, "sft_accuracy": 0.72}) == []
     assert course.missed_goals("03_sft_warmup", {**real, "sft_accuracy": 0.68}) == ["03_sft_warmup: missed goal: SFT accuracy ≥ 70%"]
-    assert course.missed_goals("04_grpo_from_scratch", {**real, "accuracy_before": 0.7, "accuracy_after": 0.72}) == [
-        "04_grpo_from_scratch: missed goal: GRPO accuracy ≥ SFT accuracy + 3 points"]
+    missed = course.missed_goals("04_grpo_from_scratch", {**real, "accuracy_before": 0.7, "accuracy_after": 0.72})
+    assert len(missed) == 1 and missed[0].startswith("04_grpo_from_scratch: missed goal: GRPO accuracy ≥ SFT accuracy + 3 points")
+    assert "notebook 04" in missed[0]  # the known gap says where the measured ranges are
+    # a gain of exactly the goal's points counts as met, whatever floating point makes of the sum
+    assert course.missed_goals("04_grpo_from_scratch", {**real, "accuracy_before": 0.255, "accuracy_after": 0.285}) == []
+    assert course.missed_goals("04_grpo_from_scratch", {**full, "accuracy_before": 0.01, "accuracy_after": 0.06}) == []
+    assert course.missed_goals("04_grpo_from_scratch", {**real, "accuracy_before": 0.7, "accuracy_after": 0.73}) == []
     # a metric the goal needs but the notebook did not write is a missed goal, not a crash (fail closed)
     no_format = {k: v for k, v in full.items() if k != "format_after"}
     assert course.missed_goals("04_grpo_from_scratch", {**no_format, "accuracy_after": 0.9}) == [
