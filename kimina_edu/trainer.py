@@ -96,6 +96,10 @@ class TrainConfig:
     # the mean change of the per-token log-prob of the completions with A > 0 / A < 0 (0: never)
     shift_every: int = 10
 
+    # the learner's log-probs under softmax(logits / temperature) — the distribution the samples were
+    # drawn from, as TRL and verl score them — instead of the model's own T = 1 distribution
+    score_at_temperature: bool = False
+
     # fields that may differ on resume without changing what is being trained
     RESUMABLE = ("steps", "eval_every", "checkpoint_every", "log_rollouts", "silent_window", "guard_window",
                  "guard_drop", "shift_every")
@@ -314,7 +318,7 @@ def reference_completion_logprobs(model, rollouts: list[Rollout], pad_id: int, *
 
 
 def completion_logprobs(model, rollouts: list[Rollout], pad_id: int, *, with_entropy: bool = False,
-                        chunk: int = LOGPROB_CHUNK, share_prompts: bool = True):
+                        chunk: int = LOGPROB_CHUNK, share_prompts: bool = True, temperature: float = 1.0):
     """Per-token log-probs of each completion under ``model``: ``[N, T_completion]`` (+ entropy).
 
     Only completion positions are scored: prompts are left-padded and completions right-padded
@@ -324,14 +328,17 @@ def completion_logprobs(model, rollouts: list[Rollout], pad_id: int, *, with_ent
     logsumexp (:func:`token_logprobs`). Position ids follow the attention mask, so left padding
     does not shift a sequence's positions. Rollouts that share a prompt (a GRPO group) run it once
     (:func:`_shared_prompt_logprobs`; ``share_prompts=False``: every sequence whole, for the benchmark).
+    ``temperature``: score under softmax(logits / T), the distribution a sampler at T drew from.
     """
+    if not temperature > 0:
+        raise ValueError(f"completion_logprobs: temperature must be > 0, got {temperature!r}")
     if not rollouts or any(not r.prompt_ids or not r.completion_ids for r in rollouts):
         raise ValueError("completion_logprobs needs rollouts with a non-empty prompt and completion each")
     prompts: dict[tuple[int, ...], int] = {}
     owner = [prompts.setdefault(tuple(r.prompt_ids), len(prompts)) for r in rollouts]
     if share_prompts and len(prompts) < len(rollouts):  # a GRPO group: G completions of one prompt
         return _shared_prompt_logprobs(model, rollouts, [list(p) for p in prompts], owner, pad_id,
-                                       with_entropy=with_entropy, chunk=chunk)
+                                       with_entropy=with_entropy, chunk=chunk, temperature=temperature)
     width_p = max(len(r.prompt_ids) for r in rollouts)
     width_c = max(len(r.completion_ids) for r in rollouts)
     ids = torch.full((len(rollouts), width_p + width_c), pad_id, dtype=torch.long)
@@ -350,6 +357,8 @@ def completion_logprobs(model, rollouts: list[Rollout], pad_id: int, *, with_ent
                    logits_to_keep=keep.to(device)).logits
     if logits.shape[1] != width_c:  # a model that ignores logits_to_keep: same numbers, more memory
         logits = logits[:, keep.to(device)]
+    if temperature != 1.0:
+        logits = logits / temperature
     targets = ids[:, width_p:].to(device)
     logp = token_logprobs(logits, targets, chunk) * comp_mask.to(device)
     if not with_entropy:
@@ -358,7 +367,7 @@ def completion_logprobs(model, rollouts: list[Rollout], pad_id: int, *, with_ent
 
 
 def _shared_prompt_logprobs(model, rollouts: list[Rollout], prompts: list[list[int]], owner: list[int], pad_id: int,
-                            *, with_entropy: bool, chunk: int):
+                            *, with_entropy: bool, chunk: int, temperature: float = 1.0):
     """:func:`completion_logprobs` when rollouts share prompts: each distinct prompt is run once and its
     keys and values are copied to every completion of it (``index_select``, differentiable, so the
     gradient through the prompt is the sum over its completions — the same as running it G times).
@@ -395,6 +404,8 @@ def _shared_prompt_logprobs(model, rollouts: list[Rollout], prompts: list[list[i
         rest = model(input_ids=c_ids[:, :-1].to(device), attention_mask=attn[:, :-1].to(device),
                      position_ids=c_pos[:, :-1].to(device), **{key: cache}, use_cache=True).logits
         logits = torch.cat([logits, rest], dim=1)
+    if temperature != 1.0:
+        logits = logits / temperature
     targets, comp_mask = c_ids.to(device), comp_mask.to(device)
     logp = token_logprobs(logits, targets, chunk) * comp_mask
     if not with_entropy:
@@ -637,7 +648,7 @@ class GRPOTrainer:
                             tok.eos_token_id not in c, None if gen.sampler_logp is None else gen.sampler_logp[i])
                     for i, c in enumerate(completions)]
             if not self.on_policy_update():
-                old_logp, _ = completion_logprobs(self.model, rows, tok.pad_token_id)
+                old_logp, _ = completion_logprobs(self.model, rows, tok.pad_token_id, temperature=self.score_temperature)
                 for r, lp in zip(rows, old_logp):
                     r.old_logp = lp[: len(r.completion_ids)].tolist()
             buffer.extend(rows)
@@ -683,6 +694,11 @@ class GRPOTrainer:
         offset = self.data_rng.randrange(len(self._by_answer))  # which answer an odd batch has one more of
         buckets = [self._by_answer[(i + offset) % len(self._by_answer)] for i in range(n)]
         return [b[self.data_rng.randrange(len(b))] for b in buckets]
+
+    @property
+    def score_temperature(self) -> float:
+        """The temperature the learner scores log-probs at (``cfg.score_at_temperature``; else 1)."""
+        return self.cfg.temperature if self.cfg.score_at_temperature and self.cfg.temperature > 0 else 1.0
 
     def on_policy_update(self) -> bool:
         """True when the learning phase makes exactly one optimizer step over the buffer: the
@@ -740,14 +756,16 @@ class GRPOTrainer:
         self.model.eval()
         out: list[float] = []
         for k in range(0, len(rollouts), self.cfg.minibatch_size):
-            logp, mask = completion_logprobs(self.model, rollouts[k : k + self.cfg.minibatch_size], self.tok.pad_token_id)
+            logp, mask = completion_logprobs(self.model, rollouts[k : k + self.cfg.minibatch_size], self.tok.pad_token_id,
+                                             temperature=self.score_temperature)
             out.extend(((logp * mask).sum(1) / mask.sum(1).clamp(min=1)).tolist())
         self.model.train(was_training)
         return out
 
     def _minibatch_backward(self, mb: list[Rollout], scale: float) -> dict[str, float]:
         cfg = self.cfg
-        logp, mask, entropy = completion_logprobs(self.model, mb, self.tok.pad_token_id, with_entropy=True)
+        logp, mask, entropy = completion_logprobs(self.model, mb, self.tok.pad_token_id, with_entropy=True,
+                                                  temperature=self.score_temperature)
         if self.on_policy_update():  # the weights have not moved since sampling: old = new, exactly
             old = logp.detach()
         else:
@@ -788,7 +806,7 @@ class GRPOTrainer:
         if not hasattr(self.model, "disable_adapter"):
             raise ValueError("beta > 0 needs a PEFT (LoRA) model: its reference is the model with adapters disabled")
         with self.model.disable_adapter():
-            ref, _ = completion_logprobs(self.model, mb, self.tok.pad_token_id)
+            ref, _ = completion_logprobs(self.model, mb, self.tok.pad_token_id, temperature=self.score_temperature)
         return ref
 
     # ---- evaluation, checkpoints, the loop

@@ -77,6 +77,25 @@ def test_logprobs_of_a_lora_policy_equal_the_previous_implementation():
     assert torch.allclose(new, old * mask, atol=1e-5)
 
 
+@pytest.mark.parametrize("share", [True, False])
+def test_logprobs_at_a_temperature_are_those_of_softmax_of_logits_over_t(share):
+    """What a sampler at T drew from (TrainConfig.score_at_temperature): log softmax(logits / T)."""
+    model = tiny_random_llama(vocab_size=97, seed=1)
+    prompt = [5, 9, 11]
+    rows = [Rollout(prompt, c, [], 0.0, 0.0, False) for c in ([3, 4], [7, 8, 9], [2])]  # one group: a shared prompt
+    got, mask = completion_logprobs(model, rows, 0, temperature=0.7, share_prompts=share)
+    with torch.no_grad():
+        for i, r in enumerate(rows):
+            ids = torch.tensor([r.prompt_ids + r.completion_ids])
+            logp = torch.log_softmax(model(input_ids=ids).logits[0, :-1].float() / 0.7, -1)
+            want = logp.gather(-1, ids[0, 1:, None])[:, 0][len(prompt) - 1:]
+            assert torch.allclose(got[i, : len(want)], want, atol=1e-5)
+    at_one, _ = completion_logprobs(model, rows, 0, share_prompts=share)
+    assert not torch.allclose(got, at_one, atol=1e-3)  # the temperature is not ignored
+    with pytest.raises(ValueError, match="temperature"):
+        completion_logprobs(model, rows, 0, temperature=0.0)
+
+
 def test_token_logprobs_of_bf16_logits_are_fp32_and_match_a_full_log_softmax():
     logits = torch.randn(3, 5, 1000, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16).requires_grad_()
     targets = torch.randint(0, 1000, (3, 5), generator=torch.Generator().manual_seed(1))

@@ -298,3 +298,18 @@ def test_shift_summary_needs_two_measured_updates():
     s = shift_summary(two)
     assert s["shift_updates"] == 2 and s["shift_gap_frac"] == 0.5
     assert s["shift_pos_mean"] == pytest.approx(-0.05) and s["shift_neg_mean"] == pytest.approx(0.0)
+
+
+def test_the_learner_scores_at_the_sampling_temperature_only_when_asked(tmp_path):
+    """score_at_temperature: the learner's log-probs (and so its gradient) under softmax(logits / T),
+    the distribution the samples came from, as TRL and verl score them; off, the model's own T = 1."""
+    from kimina_edu.trainer import Rollout, completion_logprobs
+
+    off = _trainer(tmp_path / "off", _cfg(temperature=0.7))
+    on = _trainer(tmp_path / "on", _cfg(temperature=0.7, score_at_temperature=True))
+    assert off.score_temperature == 1.0 and on.score_temperature == 0.7
+    rows = [Rollout([5, 9, 11], c, [], 0.0, 0.0, False) for c in ([3, 4], [7, 8, 9])]
+    for trainer, t in ((off, 1.0), (on, 0.7)):
+        want, mask = completion_logprobs(trainer.model, rows, trainer.tok.pad_token_id, temperature=t)
+        got = trainer._mean_token_logps(rows)
+        assert got == pytest.approx(((want * mask).sum(1) / mask.sum(1)).tolist(), abs=1e-5)
