@@ -31,7 +31,7 @@ from kimina_edu.eval import eval_questions
 from kimina_edu.lora import lora_config
 from kimina_edu.models import load_policy
 from kimina_edu.sft import SFTRecipe, ensure_sft_adapter
-from kimina_edu.tasks import SEEDS, held_out, make_entries, syllogism_parts
+from kimina_edu.tasks import held_out, syllogism_parts
 from kimina_edu.trainer import GRPOTrainer, TrainConfig
 
 
@@ -69,13 +69,12 @@ def main(name: str, *pairs: str) -> None:
     model, tok = load_policy(base, adapter=adapter, lora=lora_config(), seed=cfg.seed, verbose=False)
     out = f"runs/tune/{name}"
     shutil.rmtree(out, ignore_errors=True)
-    train = make_entries(cfg.task, 5000, SEEDS["rl"])
-    if pool == "claim_balanced":
-        train = claim_balanced(train)
-    elif pool is not None:
+    if pool not in (None, "claim_balanced"):
         raise SystemExit(f"pool={pool!r}: only pool=claim_balanced is known")
-    trainer = GRPOTrainer(model, tok, cfg, train_entries=train, eval_entries=held_out(cfg.task, eval_questions(model_id)), output_dir=out,
+    trainer = GRPOTrainer(model, tok, cfg, eval_entries=held_out(cfg.task, eval_questions(model_id)), output_dir=out,
                           progress=False)
+    if pool == "claim_balanced":  # the trainer's own RL questions, subsampled (before its first draw)
+        trainer.train_entries = claim_balanced(trainer.train_entries)
     before = trainer.evaluate()["eval_accuracy"] if before is None else before
     start = time.perf_counter()
 
@@ -89,7 +88,7 @@ def main(name: str, *pairs: str) -> None:
     last = trainer.evaluate()["eval_accuracy"] if "eval_accuracy" not in log[-1] else log[-1]["eval_accuracy"]
     evals = [r["eval_accuracy"] for r in log if "eval_accuracy" in r] + [last]
     summary = {"name": name, "model": model_id, "sft_seed": sft.seed, "sft_epochs": sft.epochs, "config": args, "pool": pool,
-               "pool_size": len(train),
+               "pool_size": len(trainer.train_entries),
                "before": before, "last": last, "gain": last - before, "best": max(evals),
                "skipped_steps": sum(1 for r in log if r.get("skipped")), "steps": len(log),
                "guard_stopped": getattr(trainer, "guard_stopped", None), "grpo_seconds": round(seconds),
