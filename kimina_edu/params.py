@@ -118,7 +118,10 @@ def device_problem(device: Any) -> str | None:
         return f"must be a string such as 'auto', not {type(device).__name__} {device!r}"
     if device in ("auto", "cpu"):
         return None
-    cuda = re.fullmatch(r"cuda(?::([0-9]+))?", device, flags=re.ASCII)  # what torch.device accepts, no more
+    padded = re.fullmatch(r"cuda:0+([0-9]+)", device, flags=re.ASCII)
+    if padded:  # torch.device("cuda:00") raises "Invalid device string": the index is written without zeros
+        return f"is {device!r}, which torch refuses: write the index without leading zeros, 'cuda:{int(padded.group(1))}'"
+    cuda = re.fullmatch(r"cuda(?::(0|[1-9][0-9]*))?", device, flags=re.ASCII)  # what torch.device accepts, no more
     index = cuda.group(1) or "" if cuda else ""
     if cuda:
         import torch
@@ -175,13 +178,15 @@ SPECS: dict[str, Spec] = {
     "TRL_STEPS": Spec(_integer(1), "100 (chapter 4's whole run: 300)"),
     "EPS_LOW": Spec(_real(0.0, 1.0, low_open=True), "0.2"),
     "EPS_HIGH": Spec(_real(0.0, 1.0, low_open=True), "0.28"),
-    "LATENCY": Spec(_real(0.0, 60.0), "0.05 (seconds)"),
+    # chapter 6 draws the ideal throughput WORKERS / LATENCY: 0 divides by zero, and a denormal gives inf
+    "LATENCY": Spec(_real(0.001, 60.0), "0.05 (seconds, at least 0.001: the chapter draws WORKERS / LATENCY)"),
     "WORKERS": Spec(_integer(1, 1024), "32"),
     "N_PROOFS": Spec(_integer(1), "1024"),
     "N_BATCHES": Spec(_integer(1), "40"),
     "BATCH": Spec(_integer(1), "64"),
     "PRESET": Spec(_one_of(lambda: ("full", "dry_run", "one_gpu")), '"full"'),
-    "N_SAMPLES": Spec(_integer(1), "8"),
+    # chapter 9 reports pass@k and best@k for k = 1, 2, 4, 8 from these samples; pass@k needs k ≤ n
+    "N_SAMPLES": Spec(_integer(8), "8 (at least 8: chapter 9 reports pass@k and best@k up to k = 8)"),
     "FIX_RATE": Spec(_real(0.0, 1.0), "0.35"),
     "PROBE_HUB": Spec(_boolean, "False"),
     "REBUILD_POCKET": Spec(_boolean, "False"),

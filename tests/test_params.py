@@ -1,4 +1,4 @@
-"""Notebook parameters are checked in one place, and a learner's mistake ends in one line (issue 17, item 5)."""
+"""Notebook parameters are checked in one place, and a learner's mistake ends in one line in the notebook."""
 
 import ast
 import math
