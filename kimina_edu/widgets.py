@@ -91,6 +91,43 @@ def _clip_readout(advantage: float, eps_low: float, eps_high: float, ratio: floa
     )
 
 
+# The clip explorer's sliders: their usual range, and the label each shows. A value given outside its range
+# widens the slider to include it, and the readout says so: a slider would otherwise clamp it silently
+# (advantage=5 shown as +2.00, chapter 2's EPS_LOW = 0.8 as 0.5).
+CLIP_RANGES = {"advantage": (-2.0, 2.0), "eps_low": (0.0, 0.5), "eps_high": (0.0, 0.5), "ratio": (0.0, 2.5)}
+_CLIP_LABELS = {"advantage": "A", "eps_low": "ε low", "eps_high": "ε high", "ratio": "ratio"}
+
+
+def _clip_value_problem(name: str, value: Any) -> str | None:
+    """Why ``value`` cannot be drawn for slider ``name``: not a finite number (NaN would be drawn as "+nan",
+    inf clamped to the bound), or negative where only ≥ 0 means something (a probability ratio, a clip width)."""
+    import math
+
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return f"{name}={value!r} must be a finite number, e.g. {name}=1.0"
+    if name != "advantage" and value < 0:
+        what = "a ratio of two probabilities" if name == "ratio" else "a clip width"
+        return f"{name}={value!r} must be ≥ 0 ({what})"
+    return None
+
+
+def _clip_sliders(values: dict[str, float]) -> tuple[dict[str, w.FloatSlider], list[str]]:
+    """One slider per value, each range widened to hold its value; the notes that say which were widened."""
+    steps = {"advantage": 0.1, "eps_low": 0.01, "eps_high": 0.01, "ratio": 0.05}
+    sliders, notes = {}, []
+    for name, value in values.items():
+        low, high = CLIP_RANGES[name]
+        if not low <= value <= high:
+            notes.append(f"{_CLIP_LABELS[name]} = {value:g} is outside the slider's usual range [{low:g}, {high:g}]: "
+                         "the range was widened to include it")
+        # continuous_update=False: a drag sends one value, on release. Sent live, every pixel of a drag queued
+        # one redraw in the kernel, and the picture kept catching up for seconds after the mouse stopped.
+        # Arrow keys still redraw on every press.
+        sliders[name] = w.FloatSlider(value=value, min=min(low, value), max=max(high, value), step=steps[name],
+                                      description=_CLIP_LABELS[name], continuous_update=False)
+    return sliders, notes
+
+
 def clip_explorer(advantage: float = 1.0, eps_low: float = 0.2, eps_high: float = 0.2, ratio: float = 1.1) -> Playground:
     """Sliders for ratio, advantage and the two epsilons over the clipped-surrogate plot, with the
     numbers at the current ratio below it.
@@ -98,27 +135,26 @@ def clip_explorer(advantage: float = 1.0, eps_low: float = 0.2, eps_high: float 
     Drawn as PNG bytes into an ``Image`` widget, never an ``Output`` widget, which can stall a
     headless run for the whole cell timeout (see ``tests/test_conventions.py``). The image is pinned to
     its pixel size: left to the box's layout it was stretched to the cell's width and blurred.
+    A value it cannot draw (NaN, inf, a negative ratio or ε) is a one-line ``ParameterError``; one beyond
+    a slider's usual range (:data:`CLIP_RANGES`) widens that slider, with a note under the readout.
     """
     import io
 
     import matplotlib.pyplot as plt
 
+    from kimina_edu.params import ParameterError
     from kimina_edu.plots import plot_clipped_surrogate
 
+    given = {"advantage": advantage, "eps_low": eps_low, "eps_high": eps_high, "ratio": ratio}
+    problems = [p for name, value in given.items() if (p := _clip_value_problem(name, value))]
+    if problems:
+        raise ParameterError("clip_explorer: " + "; ".join(problems))
     width, height = CLIP_PX
     image = w.Image(format="png", width=width, height=height,
                     layout=w.Layout(width=f"{width}px", height=f"{height}px", flex="0 0 auto", object_fit="none"))
     readout = w.HTML()
-    # continuous_update=False: a drag sends one value, on release. Sent live, every pixel of a drag queued
-    # one redraw in the kernel, and the picture kept catching up for seconds after the mouse stopped.
-    # Arrow keys still redraw on every press.
-    sliders = {
-        "advantage": w.FloatSlider(value=advantage, min=-2, max=2, step=0.1, description="A", continuous_update=False),
-        "eps_low": w.FloatSlider(value=eps_low, min=0.0, max=0.5, step=0.01, description="ε low", continuous_update=False),
-        "eps_high": w.FloatSlider(value=eps_high, min=0.0, max=0.5, step=0.01, description="ε high",
-                                  continuous_update=False),
-        "ratio": w.FloatSlider(value=ratio, min=0.0, max=2.5, step=0.05, description="ratio", continuous_update=False),
-    }
+    sliders, notes = _clip_sliders({k: float(v) for k, v in given.items()})
+    note = "".join(f"<br><i>note: {html.escape(n)}</i>" for n in notes)
 
     def redraw(_=None):
         values = {k: s.value for k, s in sliders.items()}
@@ -129,7 +165,7 @@ def clip_explorer(advantage: float = 1.0, eps_low: float = 0.2, eps_high: float 
         fig.savefig(png, format="png", dpi=CLIP_DPI)
         plt.close(fig)  # closed, so the inline backend does not print it a second time under the cell
         image.value = png.getvalue()
-        readout.value = _clip_readout(**values)
+        readout.value = _clip_readout(**values) + note
 
     for s in sliders.values():
         s.observe(redraw, names="value")

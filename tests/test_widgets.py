@@ -4,12 +4,15 @@ in JupyterLab."""
 
 import base64
 import io
+import math
 import time
 
 import nbformat
+import pytest
 from ipywidgets import Widget
 from PIL import Image
 
+from kimina_edu.params import ParameterError
 from kimina_edu.widgets import (
     CLIP_PX,
     WIDGET_STATE,
@@ -185,3 +188,40 @@ def test_probe_stepper_steps_through_checkpoints():
     assert "<b>step</b> 0" in out.value and "Δ +0.00" in out.value and "checkpoint</b> 1 of 3" in out.value
     assert box._repr_mimebundle_()["text/html"].count("<b>Δ +0.00</b>") == 2
     assert "no probe checkpoints" in probe_stepper([], [], [], []).value
+
+
+# ---- values outside the clip explorer's sliders: refused when meaningless, shown (never clamped) otherwise
+
+
+def _knobs(box) -> dict:
+    sliders = [*box.children[0].children, *box.children[1].children]
+    return dict(zip(("advantage", "eps_low", "eps_high", "ratio"), sliders, strict=True))
+
+
+@pytest.mark.parametrize("name,value", [("advantage", math.nan), ("ratio", math.inf), ("eps_low", -math.inf),
+                                        ("eps_high", math.nan), ("ratio", -0.5), ("eps_low", -0.1),
+                                        ("advantage", "1")])
+def test_clip_explorer_refuses_a_value_it_cannot_draw_in_one_line(name, value):
+    with pytest.raises(ParameterError) as info:
+        clip_explorer(**{name: value})
+    text = str(info.value)
+    assert "\n" not in text and name in text and repr(value) in text
+
+
+@pytest.mark.parametrize("name,value", [("advantage", 5.0), ("advantage", -3.5), ("ratio", 4.0),
+                                        ("eps_low", 0.8), ("eps_high", 1.0)])
+def test_clip_explorer_shows_a_value_beyond_its_usual_range_instead_of_clamping_it(name, value):
+    """EPS_LOW = 0.8 passes chapter 2's parameter check: the slider must hold 0.8, not its old bound 0.5,
+    and the readout says the range was widened."""
+    box = clip_explorer(**{name: value})
+    slider = _knobs(box)[name]
+    assert slider.value == value and slider.min <= value <= slider.max
+    readout = box.children[3].value
+    assert "outside" in readout and "widened" in readout
+    defaults = clip_explorer()
+    assert "widened" not in defaults.children[3].value, "no note when every value is in range"
+
+
+def test_clip_explorer_reads_out_an_advantage_beyond_the_slider_as_given():
+    readout = clip_explorer(advantage=5.0, ratio=1.1, eps_low=0.2, eps_high=0.2).children[3].value
+    assert "<b>A</b> +5.00" in readout and "<b>objective</b> +5.500" in readout
