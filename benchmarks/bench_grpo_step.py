@@ -1,5 +1,5 @@
 """One GRPO step (generation + scoring + update) ours vs TRL's GRPOTrainer on the same model,
-batch and lengths (goal, issue 26: TRL/ours ≥ 3).
+batch and lengths (the course's speed goal: TRL/ours ≥ 3).
 
 ``--model smollm2``: the same figure at the real SmolLM2's size and chapter 4's CPU preset
 (``TrainConfig.cpu_smollm2``: 8 × 6, 96 new tokens), where a step is matmuls, not Python — minutes a

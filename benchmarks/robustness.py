@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     cores = os.cpu_count() or 2
     threads = args.threads or max(1, cores // args.parallel)
-    # not the learner's cache: adapters trained here stay here (--cache reuses an earlier run's)
+    # not the learner's cache: adapters trained here stay here (--cache reuses another run's)
     shared = args.cache or tempfile.mkdtemp(prefix="kimina-robustness-")
     rows = _kept_rows(out, args.model, sets, args.until) if args.resume else []
     done = {(r["seed"], r["threads"]) for r in rows}
@@ -316,7 +316,7 @@ def _write(out: Path, rows: list[dict], sets: dict, until: str, seconds: float) 
 
 
 def _kept_rows(out: Path, model: str, sets: dict, until: str) -> list[dict]:
-    """The rows of an earlier run that ``--resume`` keeps: same model, same recipe changes, at least as far."""
+    """The rows of a previous run that ``--resume`` keeps: same model, same recipe changes, at least as far."""
     try:
         old = json.loads(out.read_text())
     except (OSError, ValueError):

@@ -107,7 +107,7 @@ def test_huge_input_is_fast():
     assert time.perf_counter() - start < 20  # a hang catcher: quadratic would take minutes
 
 
-# ---- issue 17 item 6: the propositional-logic premise echo
+# ---- the propositional-logic premise echo
 
 PL_ENTRIES = [e for seed in (0, 31337, 999_001) for e in reasoning_gym.create_dataset("propositional_logic", size=200,
                                                                                       seed=seed)]

@@ -1,0 +1,96 @@
+"""The course's measured ranges, beside this run's figures: what a notebook's closing "measured" cell prints.
+
+The ranges are the record's (``benchmarks/measured/*.json``, the files README's tables are rendered
+from): one row per figure, its measured values over seeds in the row's value columns. A chapter names
+the rows it compares with and passes this run's values; :func:`beside` prints one line per figure —
+this run's value, the measured range, and whether this run falls inside it — so a learner's run is
+read against the measured spread, never against a single number from somebody else's run.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+MEASURED = Path(__file__).resolve().parent.parent / "benchmarks" / "measured"
+_NUMBER = re.compile(r"^\s*([+\-−]?\d+(?:\.\d+)?)")
+# which record holds a model's seeds, and the columns that hold one value per run or summary statistic
+RECORDS = {"pocket": ("pocket_seeds", (1, 2, 3)), "smollm2": ("smollm2", (1, 2, 3))}
+
+
+@dataclass(frozen=True)
+class MeasuredRange:
+    """One figure of the record: its label, the values measured (min … max), where it comes from."""
+
+    label: str
+    low: float
+    high: float
+    source: str
+
+    def holds(self, value: float) -> bool:
+        return self.low <= value <= self.high
+
+
+def _number(cell: str) -> float | None:
+    match = _NUMBER.match(str(cell).replace(",", ""))
+    return float(match.group(1).replace("−", "-")) if match else None
+
+
+def measured_range(model: str, label: str, folder: Path = MEASURED) -> MeasuredRange | None:
+    """The range of the record's row ``label`` (its first row starting with it) for ``model``; ``None``
+    when the model has no record or the record no such row."""
+    if model not in RECORDS:
+        return None
+    name, columns = RECORDS[model]
+    path = folder / f"{name}.json"
+    if not path.exists():
+        return None
+    record = json.loads(path.read_text(encoding="utf-8"))
+    row = next((r for r in record["rows"] if r[0].startswith(label)), None)
+    values = [v for v in (_number(row[i]) for i in columns if row and i < len(row)) if v is not None]
+    if not values:
+        return None
+    date = record.get("date") or (row[-1] if re.fullmatch(r"\d{4}-\d\d-\d\d", str(row[-1])) else "")
+    return MeasuredRange(row[0], min(values), max(values), f"benchmarks/measured/{name}.json, {date}".rstrip(", "))
+
+
+def beside(model: str, this_run: dict[str, float]) -> list[str]:
+    """One line per figure: ``label`` → this run's value against the measured range (✓ inside it, or
+    where outside). Values are in the record's units (percent for accuracies, points for gains)."""
+    lines = []
+    for label, value in this_run.items():
+        found = measured_range(model, label)
+        if found is None:
+            lines.append(f"  {label}: this run {value:+.1f} — no measured range for {model!r}")
+            continue
+        where = "✓ inside" if found.holds(value) else ("below" if value < found.low else "above")
+        lines.append(f"  {found.label}: this run {value:.1f}; measured {found.low:.1f} … {found.high:.1f} "
+                     f"({found.source}) {where}")
+    return lines
+
+
+# a chapter's figures (this run's metric names) → the record's rows, per model (CPU rows for SmolLM2)
+ROWS = {
+    "pocket": {"sft_accuracy": "03 accuracy after SFT", "grpo_accuracy": "04 accuracy after GRPO",
+               "grpo_gain": "04 GRPO gain", "trl_minus_ours": "05 TRL − ours"},
+    "smollm2": {"sft_accuracy": "CPU: after the LoRA SFT", "grpo_accuracy": "CPU: after GRPO",
+                "grpo_gain": "CPU: GRPO gain", "trl_accuracy": "CPU: TRL's"},
+}
+
+
+def print_measured(model_id: str, figures: dict[str, float], *, accuracy: float, n_questions: int,
+                   seed: int) -> list[str]:
+    """A notebook's closing "measured" cell: this run's figures (percent, points) beside the record's
+    ranges for this model, after the standard error of one evaluation on this run's questions."""
+    se = 100 * (accuracy * (1 - accuracy) / max(1, n_questions)) ** 0.5
+    lines = [f"This run: seed {seed}, {n_questions} held-out questions — one evaluation's standard error "
+             f"±{se:.1f} points; a difference under about twice that is not a result."]
+    rows = ROWS.get(model_id)
+    if rows is None:
+        lines.append(f"No measured ranges for {model_id!r}: the record holds the pocket model and SmolLM2.")
+    else:
+        lines += beside(model_id, {rows[k]: v for k, v in figures.items() if k in rows})
+    print("\n".join(lines))
+    return lines

@@ -1,0 +1,43 @@
+"""A notebook's closing "measured" cell: this run's figures beside the record's ranges over seeds."""
+
+import json
+
+from kimina_edu import record
+from kimina_edu.record import beside, measured_range, print_measured
+
+
+def test_every_chapter_figure_names_a_row_of_the_record():
+    for model, rows in record.ROWS.items():
+        for key, label in rows.items():
+            found = measured_range(model, label)
+            assert found is not None and found.low <= found.high, (model, key, label)
+
+
+def test_a_value_is_placed_inside_below_or_above_the_measured_range(tmp_path):
+    (tmp_path / "pocket_seeds.json").write_text(json.dumps({
+        "date": "2026-01-02", "columns": ["figure", "min", "median", "max", "runs"],
+        "rows": [["04 GRPO gain (points)", "+9.5", "+12.2", "+18.0", "6"], ["04 GRPO seconds", "97", "134", "1,500", "6"]]}))
+    gain = measured_range("pocket", "04 GRPO gain", folder=tmp_path)
+    assert (gain.low, gain.high) == (9.5, 18.0) and "2026-01-02" in gain.source
+    assert measured_range("pocket", "04 GRPO seconds", folder=tmp_path).high == 1500.0
+    assert measured_range("pocket", "no such row", folder=tmp_path) is None
+    assert gain.holds(12.0) and not gain.holds(9.4) and not gain.holds(18.1)
+
+
+def test_per_seed_cells_with_a_gain_in_brackets_read_their_first_number():
+    found = measured_range("smollm2", "CPU: GRPO gain")
+    assert found.low < 0 < found.high  # the record's SmolLM2 gains sit on both sides of zero
+
+
+def test_the_printed_lines_carry_this_runs_value_its_range_and_the_noise(capsys):
+    lines = print_measured("pocket", {"grpo_gain": 30.0, "sft_accuracy": 70.0}, accuracy=0.8, n_questions=400, seed=3)
+    out = capsys.readouterr().out
+    assert "seed 3, 400 held-out questions" in out and "±2.0 points" in out
+    assert any("this run 30.0" in line and line.endswith("above") for line in lines)
+    assert any("this run 70.0" in line and "✓ inside" in line for line in lines)
+
+
+def test_a_model_without_a_record_says_so_in_one_line():
+    lines = print_measured("HuggingFaceTB/SmolLM-135M-Instruct", {"grpo_gain": 1.0}, accuracy=0.5, n_questions=200, seed=0)
+    assert len(lines) == 2 and "No measured ranges" in lines[1]
+    assert "no measured range" in beside("nope", {"x": 1.0})[0]
