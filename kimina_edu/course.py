@@ -28,6 +28,8 @@ import json
 import os
 import sys
 import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -49,10 +51,79 @@ class NotebookResult:
 
 
 def list_notebooks(only: list[str] | None = None) -> list[Path]:
+    """The course's notebooks in order; with ``only``, those whose name starts with one of its prefixes
+    (a path such as ``notebooks/03_sft_warmup.ipynb``, as tab completion writes it, counts by its name).
+    An empty prefix is refused (``ParameterError``): it would match every notebook, and ``--only ""`` means
+    a selection that went wrong, not "no filter"."""
     paths = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
-    if only:
-        paths = [p for p in paths if any(p.name.startswith(o) for o in only)]
-    return paths
+    if only is None:
+        return paths
+    prefixes = [Path(o.strip()).name if o.strip() else "" for o in only]
+    if "" in prefixes or not prefixes:
+        from kimina_edu.params import ParameterError
+
+        raise ParameterError(f"--only got an empty notebook prefix ({' '.join(map(repr, only))}): name the notebooks, "
+                             "e.g. --only 03 04, or leave --only out to run them all")
+    return [p for p in paths if any(p.name.startswith(o) for o in prefixes)]
+
+
+# MODEL_ID values that name no folder, whatever folders the current directory holds (kimina_edu.models)
+MODEL_KEYWORDS = ("auto", "pocket", "smollm2")
+# Environment variables holding a folder that the notebooks' kernels read (runtime.cache_dir, transformers)
+PATH_VARIABLES = ("KIMINA_EDU_CACHE", "XDG_CACHE_HOME", "HF_HOME", "HF_HUB_CACHE")
+
+
+def _looks_like_a_path(text: str) -> bool:
+    """``./m``, ``../m``, ``~/m``, ``/m``, ``m/``: a folder, never a hub id (``org/name``)."""
+    return text in (".", "..") or text.startswith(("./", "../", "~", "/", ".\\", "..\\")) or text.endswith(("/", "\\"))
+
+
+def resolve_model_id(model_id: str, cwd: str | os.PathLike | None = None) -> str:
+    """``MODEL_ID`` as the notebooks must read it: a folder relative to ``cwd`` (the folder the learner typed it
+    in) as its absolute path, since papermill runs each notebook in ``notebooks/``, where ``my_model`` names
+    nothing; a keyword or a hub id unchanged. A path-shaped value (``./m``, ``m/``) that is no folder is refused
+    in one line (``ParameterError``) before any notebook starts."""
+    if model_id in MODEL_KEYWORDS:
+        return model_id
+    typed = os.path.expanduser(model_id)
+    folder = os.path.abspath(os.path.join(cwd or os.getcwd(), typed))
+    if os.path.isdir(folder):
+        return folder
+    if _looks_like_a_path(model_id):
+        from kimina_edu.params import ParameterError
+
+        raise ParameterError(f"MODEL_ID={model_id!r} names a folder, but {folder} is not a folder: point MODEL_ID at "
+                             "a folder written by save_pretrained, or use MODEL_ID='pocket' or 'smollm2'")
+    return model_id
+
+
+def absolute_path_variables(environ: Mapping[str, str], cwd: str | os.PathLike | None = None) -> dict[str, str]:
+    """The :data:`PATH_VARIABLES` of ``environ`` that are relative (or start with ``~``), as absolute paths against
+    ``cwd``: a kernel runs in ``notebooks/`` and would read ``KIMINA_EDU_CACHE=.cache`` as ``notebooks/.cache``
+    while ``make smollm2``, run where the learner typed it, filled ``./.cache``."""
+    changes = {}
+    for name in PATH_VARIABLES:
+        value = environ.get(name)
+        if value:
+            resolved = os.path.abspath(os.path.join(cwd or os.getcwd(), os.path.expanduser(value)))
+            if resolved != value:
+                changes[name] = resolved
+    return changes
+
+
+@contextmanager
+def _environment(changes: Mapping[str, str]) -> Iterator[None]:
+    """``os.environ`` with ``changes`` applied while the block runs (a kernel inherits it when it starts)."""
+    before = {name: os.environ.get(name) for name in changes}
+    os.environ.update(changes)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _failure_message(exc: Exception) -> str:
@@ -140,18 +211,19 @@ def run_notebook(
     workdir = tempfile.TemporaryDirectory(prefix="kimina-solutions-")
     try:
         source = _with_solutions(path, Path(workdir.name)) if inject_solutions else path
-        papermill.execute_notebook(
-            str(source),
-            str(executed),
-            parameters=params,
-            cwd=str(NOTEBOOKS),
-            kernel_name="python3",
-            execution_timeout=timeout,
-            start_timeout=max(60, min(timeout, 600)),  # a kernel start under load: a hang catcher, not a speed test
-            progress_bar=False,
-            log_output=False,
-            kernel_manager_class=_ipc_kernel_manager(Path(workdir.name)),
-        )
+        with _environment(absolute_path_variables(os.environ)):
+            papermill.execute_notebook(
+                str(source),
+                str(executed),
+                parameters=params,
+                cwd=str(NOTEBOOKS),
+                kernel_name="python3",
+                execution_timeout=timeout,
+                start_timeout=max(60, min(timeout, 600)),  # a kernel start under load: a hang catcher, not a speed test
+                progress_bar=False,
+                log_output=False,
+                kernel_manager_class=_ipc_kernel_manager(Path(workdir.name)),
+            )
     except Exception as exc:  # noqa: BLE001 — reported with the failing cell below
         error = (_failing_cell(executed) or "") + "\n" + _failure_message(exc)
     finally:
@@ -231,8 +303,8 @@ SMOLLM2_GOALS: dict[str, list[tuple[str, Any]]] = {
     "03": [("SFT accuracy ≥ 70%", lambda m: m["sft_accuracy"] >= 0.70),
            ("SFT format rate ≥ 95%", lambda m: m["sft_format_rate"] >= 0.95)],
     # a known gap, said where the miss is printed: no preset has met it in every measured seed yet
-    "04": [("GRPO accuracy ≥ SFT accuracy + 3 points (no preset meets it in every seed yet, on a CPU or a GPU: "
-            "notebook 04's introduction gives the measured ranges)",
+    "04": [(("GRPO accuracy ≥ SFT accuracy + 3 points (no preset meets it in every seed yet, on a CPU or a GPU: "
+             "notebook 04's introduction gives the measured ranges)"),
             lambda m: _gain_points(m) >= 3)],
 }
 GOALS = {"pocket": LEARNING_GOALS, "smollm2": SMOLLM2_GOALS}
@@ -331,6 +403,8 @@ def overrides_from(args: argparse.Namespace, environ: dict[str, str] | None = No
     if problems:
         raise ParameterError("bad course override: " + "; ".join(problems) + ". Fix the environment variable or flag.")
     check_params(out, verbose=False)
+    if "MODEL_ID" in out:
+        out["MODEL_ID"] = resolve_model_id(out["MODEL_ID"])
     return out
 
 
@@ -395,7 +469,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--model-id", help="MODEL_ID for every notebook (or MODEL_ID in the environment)")
     parser.add_argument("--seed", type=int, help="SEED for every notebook (or SEED in the environment)")
     parser.add_argument("--device", help="DEVICE for every notebook: auto, cpu, cuda, mps (or DEVICE in the env)")
-    parser.add_argument("--only", nargs="+", help="notebook number prefixes to run, e.g. 03 04")
+    parser.add_argument("--only", nargs="+", action="extend",
+                        help="notebook number prefixes to run, e.g. 03 04 (repeated flags add up: --only 03 --only 04)")
     parser.add_argument("--runs-dir", default=str(REPO / "runs"))
     parser.add_argument("--timeout", type=_positive_seconds, default=3600, help="per-cell timeout in seconds (>= 1)")
     return parser.parse_args(argv)

@@ -68,12 +68,15 @@ def seed_everything(seed: int) -> None:
 def cache_dir() -> Path:
     """Where built artifacts (pocket model, adapters, teacher data) live between runs.
 
-    ``KIMINA_EDU_CACHE`` wins; else ``$XDG_CACHE_HOME/kimina-edu``; else ``~/.cache/kimina-edu``.
+    ``KIMINA_EDU_CACHE`` wins; else ``$XDG_CACHE_HOME/kimina-edu``; else ``~/.cache/kimina-edu``. Returned
+    absolute (``~`` expanded, a relative value taken against the current folder, once): a path handed on to a
+    process that runs elsewhere still names the same folder. ``make course`` makes a relative value absolute
+    against the folder it was typed in before a notebook's kernel starts (``course.absolute_path_variables``).
     """
     root = os.environ.get("KIMINA_EDU_CACHE")
     if not root:
         root = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "kimina-edu")
-    path = Path(root)
+    path = Path(os.path.abspath(os.path.expanduser(root)))
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
