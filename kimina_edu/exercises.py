@@ -34,8 +34,14 @@ def extract_answer_cases() -> dict[str, str]:
 
 
 def format_reward_cases() -> dict[str, str]:
+    """Each thing that breaks the format on its own: text before ``<think>``, between the blocks or after
+    them (a stub that looks outside the blocks in only one place passes the others), a second block, a
+    nested or swapped one; and whitespace around the tags, which is allowed."""
     return {
         "well formed": "<think>All A are B…</think>\n<answer>Yes</answer>",
+        "whitespace around": "  \n<think>x</think>\n\n<answer>Yes</answer>\n ",
+        "text before think": "Sure! <think>x</think><answer>Yes</answer>",
+        "text between blocks": "<think>x</think> So: <answer>Yes</answer>",
         "empty blocks": "<think></think><answer></answer>",
         "no think": "<answer>Yes</answer>",
         "text after": "<think>x</think><answer>Yes</answer> I hope",
@@ -71,9 +77,11 @@ def _ragged_logps(g, n: int, t: int, spread: float):
     return (old + spread * torch.randn(n, t, generator=g)).requires_grad_(), old, mask
 
 
-def policy_loss_cases(seed: int = 0, n: int = 6, t: int = 10) -> dict[str, Case]:
+def policy_loss_cases(seed: int = 0, n: int = 6, t: int = 10, max_len: int = 64) -> dict[str, Case]:
     """One ragged batch (padding masked), ratios well outside the clip range too, under each loss type;
-    arguments ``(logp, old_logp, advantages, mask, loss_type, max_len)``, gradients compared on ``logp``."""
+    arguments ``(logp, old_logp, advantages, mask, loss_type, max_len)``, gradients compared on ``logp``.
+    ``dr_grpo`` twice: once with ``max_len`` = the batch's padded width ``t``, once with ``max_len`` = 64 >
+    ``t`` (a batch whose longest completion stopped early), where dividing by the padded width is wrong."""
     import torch
 
     from kimina_edu.grpo import LOSS_TYPES, group_advantages
@@ -81,7 +89,9 @@ def policy_loss_cases(seed: int = 0, n: int = 6, t: int = 10) -> dict[str, Case]
     g = torch.Generator().manual_seed(seed)
     new, old, mask = _ragged_logps(g, n, t, spread=0.4)
     adv = group_advantages(torch.rand(1, n, generator=g))[0]
-    return {lt: Case((new, old, adv, mask, lt, t), grad_wrt=[new]) for lt in LOSS_TYPES}
+    cases = {lt: Case((new, old, adv, mask, lt, t), grad_wrt=[new]) for lt in LOSS_TYPES}
+    cases[f"dr_grpo, max_len {max_len}"] = Case((new, old, adv, mask, "dr_grpo", max_len), grad_wrt=[new])
+    return cases
 
 
 def per_token_loss_reference(logp, old_logp, advantages, eps_low: float = 0.2, eps_high: float = 0.2):
@@ -186,12 +196,17 @@ def grpo_loss_cases(model, rollouts: list, group_size: int) -> dict[str, Case]:
 
 def surrogate_cases(seed: int = 0, n: int = 6, t: int = 10) -> dict[str, Case]:
     """One ragged batch, ratios well off 1, advantages of both signs, for each variant's per-token term;
-    arguments ``(logp, old_logp, advantages, mask, kind)``, gradients compared on ``logp``."""
+    and a far off-policy batch (ratios up to e³ ≈ 20) where CISPO's cap at 5 binds. Arguments
+    ``(logp, old_logp, advantages, mask, kind)``, gradients compared on ``logp``."""
     import torch
 
-    new, old, mask = _ragged_logps(torch.Generator().manual_seed(seed), n, t, spread=0.6)
+    g = torch.Generator().manual_seed(seed)
+    new, old, mask = _ragged_logps(g, n, t, spread=0.6)
     adv = torch.tensor([1.2, -0.4, 0.7, -1.1, 0.0, 0.3])[:n]
-    return {kind: Case((new, old, adv, mask, kind), grad_wrt=[new]) for kind in ("cispo", "sapo")}
+    cases = {kind: Case((new, old, adv, mask, kind), grad_wrt=[new]) for kind in ("cispo", "sapo")}
+    far_new, far_old, far_mask = _ragged_logps(g, n, t, spread=1.5)
+    cases["cispo, ratios past the cap"] = Case((far_new, far_old, adv, far_mask, "cispo"), grad_wrt=[far_new])
+    return cases
 
 
 CISPO_CAP = 5.0  # CISPO's cap on the ratio (ε_high), as TRL's docs use it; SAPO keeps policy_loss's τ (TRL's)
@@ -246,6 +261,10 @@ def feedback_cases(code: str, this_verdict: dict | None = None) -> dict[str, tup
 # ---- chapter 9: pass@k
 
 
-def pass_at_k_cases(ns: tuple[int, ...] = (1, 8, 32, 100)) -> dict[str, tuple[int, int, int]]:
-    """Every (c, k) for several n: none right, all right, k = n, and binomials too big for a float."""
-    return {f"n={n}, c={c}, k={k}": (n, c, k) for n in ns for c in range(n + 1) for k in range(1, n + 1)}
+def pass_at_k_cases(ns: tuple[int, ...] = (1, 8, 32, 100), big: int = 1000) -> dict[str, tuple[int, int, int]]:
+    """Every (c, k) for several n: none right, all right, k = n; and a few with n = ``big``, whose factorials
+    do not fit in a float (1000! ≈ 4e2567) while the answer does."""
+    cases = {f"n={n}, c={c}, k={k}": (n, c, k) for n in ns for c in range(n + 1) for k in range(1, n + 1)}
+    for c, k in ((1, 1), (1, big // 2), (10, 100), (big // 2, big // 2), (0, big), (big - 1, 2)):
+        cases[f"n={big}, c={c}, k={k}"] = (big, c, k)
+    return cases

@@ -13,14 +13,25 @@ printed line that names the case, and the notebook carries on.
 
 Values compare by kind: tensors with ``allclose`` (any dtype, any device; shape first, NaN named),
 numbers within ``atol``, everything else (strings, ``None``, bools) with ``==``; tuples, lists and dicts
-element by element. A case with ``grad_wrt`` also compares the gradient of the (scalar) output with
-respect to those tensors: two losses with the same value can still train differently.
+element by element; a subclass is compared as its plain base type, so an ``__eq__`` that lies cannot
+pass. A case with ``grad_wrt`` also compares the gradient of the (scalar) output with respect to those
+tensors: two losses with the same value can still train differently.
+
+Each function gets its own fresh copy of a case's arguments (:func:`fresh_inputs`): a function
+that changes an input in place (``ids = prompt; ids += completion`` lengthens the caller's list) can never
+change what the notebook's later cells see, and it fails, because a function that does that is a bug
+waiting in the training loop. A stub that calls ``sys.exit()`` or raises any other ``BaseException`` is a
+✗ line too; only ``KeyboardInterrupt`` (the learner's own stop) stops the cell.
 """
 
 from __future__ import annotations
 
+import copy as copy_module
+import dataclasses
+import inspect
 import math
 import numbers
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,16 +76,32 @@ def short(value: Any, limit: int = MAX_REPR) -> str:
         return f"a {type(value).__name__} of {len(value)}"
     try:
         text = repr(value)
-    except Exception as exc:  # noqa: BLE001 — a broken __repr__ must not break the verdict
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 — a broken __repr__ must not break the verdict
         text = f"<{type(value).__name__}: repr failed: {type(exc).__name__}>"
     text = " ".join(text.split())
     return text if len(text) <= limit else text[:limit] + "…"
 
 
 def _message(exc: BaseException, limit: int = 100) -> str:
-    """An exception's message on one line, cut to ``limit`` characters."""
-    text = " ".join(str(exc)[: limit * 4].split())
+    """An exception's message on one line, cut to ``limit`` characters (a ``__str__`` that raises: a note)."""
+    try:
+        text = " ".join(str(exc)[: limit * 4].split())
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # noqa: BLE001 — the learner's exception class decides what str() does
+        return "(its message could not be read)"
     return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _raised(exc: BaseException, limit: int = 100) -> str:
+    """``Name: message`` of what a function raised; a ``sys.exit()`` says what to do instead."""
+    message = _message(exc, limit)
+    text = type(exc).__name__ + (f": {message}" if message else "")
+    if isinstance(exc, SystemExit):
+        text += " (it called sys.exit(); a function returns its value instead)"
+    return text
 
 
 def _kind(value: Any) -> str:
@@ -126,6 +153,23 @@ def _compare_tensors(got, expected, atol: float, where: str) -> None:
                         f"(largest difference {diff:.2g}, tolerance {atol:g})")
 
 
+def _plain_number(value: Any) -> float | int:
+    """A learner's number as a plain ``float``/``int``: a subclass's own ``-``, ``abs`` or ``==`` never runs."""
+    if isinstance(value, float):
+        return float.__float__(value)
+    if isinstance(value, int):
+        return int.__int__(value)
+    return float(value)  # numpy integers, fractions.Fraction: their own conversion
+
+
+def _plain_items(value: list | tuple | dict) -> list | dict:
+    """A list's, tuple's or dict's own items, read past any ``__iter__``/``__len__``/``__getitem__`` a
+    subclass overrides (what the object really holds is what the notebook goes on with)."""
+    if isinstance(value, dict):
+        return dict(dict.items(value))
+    return list((list if isinstance(value, list) else tuple).__iter__(value))
+
+
 def compare(got: Any, expected: Any, atol: float = 1e-6, where: str = "") -> None:
     """Raise :class:`_Mismatch` with a one-line reason when ``got`` is not ``expected``."""
     if _is_tensor(expected):
@@ -135,6 +179,9 @@ def compare(got: Any, expected: Any, atol: float = 1e-6, where: str = "") -> Non
     elif _is_number(expected):
         if _is_tensor(got) or not _is_number(got):
             raise _Mismatch(f"returned {_kind(got)} {short(got)}{where}, expected a number ({expected!r})")
+        got = _plain_number(got)
+        if got == expected:  # also ±inf, which the difference below makes NaN
+            return
         if math.isnan(got) and not math.isnan(expected):
             raise _Mismatch(f"NaN{where}, expected {expected!r}")
         if not (abs(got - expected) <= atol or (math.isnan(got) and math.isnan(expected))):
@@ -142,16 +189,19 @@ def compare(got: Any, expected: Any, atol: float = 1e-6, where: str = "") -> Non
     elif isinstance(expected, (tuple, list)):
         if not isinstance(got, (tuple, list)):
             raise _Mismatch(f"returned {_kind(got)}{where}, expected {_kind(expected)} of {len(expected)}")
+        got = _plain_items(got)
         if len(got) != len(expected):
             raise _Mismatch(f"returned {len(got)} values{where}, expected {len(expected)}")
         for i, (g, e) in enumerate(zip(got, expected)):
             compare(g, e, atol, f"{where} [item {i}]")
     elif isinstance(expected, dict):
+        got = _plain_items(got) if isinstance(got, dict) else got
         if not isinstance(got, dict) or set(got) != set(expected):
             raise _Mismatch(f"returned {short(got)}{where}, expected a dict with keys {sorted(expected, key=str)}")
         for k in expected:
             compare(got[k], expected[k], atol, f"{where} [{k!r}]")
     elif isinstance(expected, str) and isinstance(got, str):
+        got = str.__str__(got)  # a subclass's own == or != never runs
         if got != expected:
             i = _first_difference(got, expected)
             start = max(0, i - 20)
@@ -175,6 +225,188 @@ def _gradients(output, wrt):
     return [torch.zeros_like(w) if g is None else g for g, w in zip(grads, wrt)]
 
 
+def _clone_tensor(t):
+    """A copy that trains like ``t``: a leaf that needs a gradient stays such a leaf (``grad_wrt`` is mapped to
+    it); a tensor in the middle of a graph stays in it, so gradients still reach the leaves it came from."""
+    import torch
+
+    if not t.is_leaf:
+        return t.clone()
+    copy = t.detach().clone().requires_grad_(t.requires_grad)
+    return torch.nn.Parameter(copy, requires_grad=t.requires_grad) if isinstance(t, torch.nn.Parameter) else copy
+
+
+def _is_model(value: Any) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.nn.Module)
+
+
+def _weights(model) -> dict[str, tuple]:
+    """Each weight of ``model``: the tensor, its in-place version counter, ``requires_grad``, its ``.grad``."""
+    state = {}
+    for name, p in model.named_parameters():
+        try:
+            version = p._version
+        except RuntimeError:  # an inference-mode tensor keeps no version: its values cannot be watched
+            version = None
+        state[name] = (p, version, p.requires_grad, p.grad, None if p.grad is None else p.grad._version)
+    return state
+
+
+class FreshInputs:
+    """One function's own copy of a case's arguments, and what tells whether the function changed it.
+
+    Tensors are cloned (see :func:`_clone_tensor`); lists, tuples, dicts, sets and dataclass instances (a
+    ``Rollout``) are copied all the way down, objects shared between arguments staying shared (one group's
+    prompt list). Anything else — a model, a config, a function — is passed as it is: a model cannot be
+    copied per case, so its weights are watched instead (their version counters, ``requires_grad`` and
+    ``.grad``).
+    """
+
+    def __init__(self, case: Case):
+        self._copies: dict[int, tuple[Any, Any]] = {}  # id(original) → (original, its copy)
+        self._models: list = []
+        self.args = tuple(self._copy(a) for a in case.args)
+        self.kwargs = {k: self._copy(v) for k, v in case.kwargs.items()}
+        self.grad_wrt = None if case.grad_wrt is None else [self._copies.get(id(w), (w, w))[1] for w in case.grad_wrt]
+        self._originals = (case.args, dict(case.kwargs))
+        self._weights = [(model, _weights(model)) for model in self._models]
+
+    def _copy(self, value: Any) -> Any:
+        key = id(value)
+        if key in self._copies:
+            return self._copies[key][1]
+        if _is_tensor(value):
+            copy = _clone_tensor(value)
+        elif type(value) in (list, dict, set):
+            copy = type(value)()
+            self._copies[key] = (value, copy)  # before the items: a list that holds itself
+            if isinstance(copy, list):
+                copy.extend(self._copy(v) for v in value)
+            elif isinstance(copy, dict):
+                copy.update((k, self._copy(v)) for k, v in value.items())
+            else:
+                copy.update(value)
+            return copy
+        elif type(value) is tuple or (isinstance(value, tuple) and hasattr(value, "_make")):
+            items = [self._copy(v) for v in value]
+            copy = tuple(items) if type(value) is tuple else value._make(items)
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            copy = copy_module.copy(value)
+            self._copies[key] = (value, copy)
+            for f in dataclasses.fields(value):
+                object.__setattr__(copy, f.name, self._copy(getattr(value, f.name)))
+            return copy
+        else:
+            if _is_model(value) and all(value is not m for m in self._models):
+                self._models.append(value)
+            return value
+        self._copies[key] = (value, copy)
+        return copy
+
+    def changes(self, fn: Callable) -> str:
+        """What ``fn`` changed in its inputs, on one line, or ``""``."""
+        seen: set[int] = set()
+        args, kwargs = self._originals
+        for where, original in [*zip(_argument_names(fn, len(args)), args), *kwargs.items()]:
+            found = self._change(original, where, seen)
+            if found:
+                return (f"changed its argument {found}: a function must leave its inputs as they came, so build "
+                        "new values (a + b, not a += b; x - m, not x -= m)")
+        for model, state in self._weights:
+            found = _weights_change(model, state)
+            if found:
+                return found
+        return ""
+
+    def _change(self, original: Any, where: str, seen: set[int]) -> str:
+        entry = self._copies.get(id(original))
+        if entry is None or id(original) in seen:  # immutable or shared (models are watched apart), or done
+            return ""
+        seen.add(id(original))
+        copy = entry[1]
+        if _is_tensor(original):
+            return _tensor_change(original, copy, where)
+        if isinstance(original, set):
+            return "" if copy == original else f"{where} in place (a set of {len(original)} became {short(copy)})"
+        if isinstance(original, list) and len(copy) != len(original):
+            return f"{where} in place (a list of {len(original)} items became {len(copy)})"
+        if isinstance(original, list) and _reordered(original, copy, self._copies):
+            return f"{where} in place (its items were reordered, e.g. by .sort(): use sorted(...) for a new list)"
+        if isinstance(original, dict) and set(copy) != set(original):
+            return f"{where} in place (its keys {short(sorted(original, key=str))} became {short(sorted(copy, key=str))})"
+        for sub, old, new in _slots(original, copy, where):
+            kept = self._copies[id(old)][1] if id(old) in self._copies else old
+            if new is not kept and not (id(old) not in self._copies and _same_plain(old, new)):
+                return f"{sub} in place ({short(old)} became {short(new)})"
+            found = self._change(old, sub, seen)
+            if found:
+                return found
+        return ""
+
+
+def _slots(original: Any, copy: Any, where: str) -> list[tuple[str, Any, Any]]:
+    """``(name, original item, the copy's item)`` for each item of a list, tuple, dict or dataclass."""
+    if isinstance(original, dict):
+        return [(f"{where}[{k!r}]", v, copy[k]) for k, v in original.items()]
+    if isinstance(original, (list, tuple)):
+        return [(f"{where}[{i}]", v, copy[i]) for i, v in enumerate(original)]
+    return [(f"{where}.{f.name}", getattr(original, f.name), getattr(copy, f.name))
+            for f in dataclasses.fields(original)]
+
+
+def _reordered(original: list, copy: list, copies: dict[int, tuple[Any, Any]]) -> bool:
+    """Whether ``copy`` holds exactly the copies of ``original``'s items, in another order."""
+    kept = [copies[id(v)][1] if id(v) in copies else v for v in original]
+    return any(a is not b for a, b in zip(kept, copy)) and sorted(map(id, kept)) == sorted(map(id, copy))
+
+
+def _same_plain(old: Any, new: Any) -> bool:
+    """An immutable item put back with an equal one (an int 1000 for an int 1000)."""
+    try:
+        return type(old) is type(new) and bool(old == new)
+    except Exception:  # noqa: BLE001 — an object that cannot say whether it equals its own kind: changed
+        return False
+
+
+def _tensor_change(original, copy, where: str) -> str:
+    if tuple(copy.shape) != tuple(original.shape) or copy.dtype != original.dtype:
+        return (f"{where} in place (a {original.dtype} tensor of shape {tuple(original.shape)} became "
+                f"{copy.dtype} {tuple(copy.shape)})")
+    a, b = original.detach(), copy.detach().to(original.device)
+    same = (a == b) | (a.isnan() & b.isnan())  # NaN stays NaN
+    if bool(same.all()):
+        return ""
+    at = tuple((~same).nonzero()[0].tolist())
+    return f"{where} in place (at index {at}: {a[at].item():.6g} became {b[at].item():.6g})"
+
+
+def _weights_change(model, state: dict[str, tuple]) -> str:
+    now = dict(model.named_parameters())
+    for name, (p, version, requires_grad, grad, grad_version) in state.items():
+        if now.get(name) is not p:
+            return f"replaced its model's weight {name}: the notebook goes on with this model, leave it as it came"
+        if version is not None and p._version != version:
+            return (f"changed its model's weight {name} in place: the notebook goes on with this model, "
+                    "compute with it and leave its weights as they came")
+        if p.requires_grad != requires_grad:
+            return f"switched requires_grad of its model's weight {name}: leave the model as it came"
+        if p.grad is not grad or (grad is not None and grad._version != grad_version):
+            return (f"left a gradient in its model's weight {name} (it called backward()): return the loss "
+                    "and let the caller differentiate it")
+    return ""
+
+
+def _argument_names(fn: Callable, n: int) -> list[str]:
+    """The names of ``fn``'s first ``n`` positional parameters (``argument 3`` where it has none)."""
+    try:
+        params = [p.name for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    return [params[i] if i < len(params) else f"argument {i + 1}" for i in range(n)]
+
+
 def _check_arguments(name, fn, reference, cases) -> str:
     if not isinstance(name, str) or not name:
         return "the grader's first argument is the function's name, e.g. grade('my_x', my_x, x, cases)"
@@ -189,12 +421,13 @@ def _check_arguments(name, fn, reference, cases) -> str:
 
 def grade(name: str, fn: Callable, reference: Callable, cases: Mapping[str, Any], *, atol: float = 1e-6,
           grad_atol: float | None = None, quiet: bool = False) -> GradeResult:
-    """Run ``fn`` and ``reference`` on every case; print one line; never raise.
+    """Run ``fn`` and ``reference`` on every case; print one line; never raise (but on ``KeyboardInterrupt``).
 
     ``cases`` maps a case's name to a :class:`Case`, a tuple of positional arguments, or a single argument.
-    ``atol`` is the tolerance on numbers and tensors, ``grad_atol`` on gradients (default ``atol``). The
-    reference runs first on each case, so a learner's function that changes its inputs in place cannot
-    change what it is compared with.
+    ``atol`` is the tolerance on numbers and tensors, ``grad_atol`` on gradients (default ``atol``). Each
+    function gets its own copy of a case's arguments (:class:`FreshInputs`), so neither can change the
+    cases, the other's inputs, or what the notebook holds; a learner's function that changes its own copy
+    fails, with the argument it changed named.
     """
     problem = _check_arguments(name, fn, reference, cases)
     if problem:
@@ -204,34 +437,52 @@ def grade(name: str, fn: Callable, reference: Callable, cases: Mapping[str, Any]
     for case_name, case in cases.items():
         if not isinstance(case, Case):
             case = Case(case if isinstance(case, tuple) else (case,))
-        try:
-            expected = reference(*case.args, **case.kwargs)
-            expected_grads = _gradients(expected, case.grad_wrt) if case.grad_wrt else None
-        except Exception as exc:  # noqa: BLE001 — a grader bug is reported, not raised
-            return _verdict(name, False, f"✗ grader problem: the package's {getattr(reference, '__name__', 'function')} "
-                            f"raised {type(exc).__name__}: {_message(exc, 120)} on case {case_name!r}", 0,
-                            reference, quiet)
-        try:
-            got = fn(*case.args, **case.kwargs)
-        except NotImplementedError:
-            return _verdict(name, False, f"✗ {name}: not written yet (NotImplementedError) — using the package's "
-                            "version", len(cases), reference, quiet)
-        except Exception as exc:  # noqa: BLE001 — the learner's bug is the verdict
-            return _verdict(name, False, f"✗ {name} raised {type(exc).__name__}: {_message(exc)} on case "
-                            f"{case_name!r} — using the package's version", len(cases), reference, quiet)
-        try:
-            compare(got, expected, atol)
-            if expected_grads is not None:
-                for i, (g, e) in enumerate(zip(_gradients(got, case.grad_wrt), expected_grads)):
-                    compare(g, e, grad_atol, f" in the gradient of input {i}")
-        except _Mismatch as exc:
-            return _verdict(name, False, f"✗ {name}: case {case_name!r} — {exc} — using the package's version",
-                            len(cases), reference, quiet)
-        except Exception as exc:  # noqa: BLE001 — e.g. a backward pass through the learner's graph fails
-            return _verdict(name, False, f"✗ {name}: case {case_name!r} — comparing raised {type(exc).__name__}: "
-                            f"{_message(exc)} — using the package's version", len(cases), reference, quiet)
+        line = _grade_case(name, fn, reference, case_name, case, atol, grad_atol)
+        if line:
+            return _verdict(name, False, line, 0 if line.startswith("✗ grader problem") else len(cases), reference,
+                            quiet)
     grads = " (values and gradients)" if any(isinstance(c, Case) and c.grad_wrt for c in cases.values()) else ""
     return _verdict(name, True, f"✓ {name} matches the package on {len(cases):,} cases{grads}", len(cases), fn, quiet)
+
+
+USING_PACKAGE = " — using the package's version"
+
+
+def _grade_case(name, fn, reference, case_name, case: Case, atol: float, grad_atol: float) -> str:
+    """One case: ``""`` when ``fn`` matches ``reference`` on it, else the verdict line saying why not."""
+    try:
+        expected_inputs = FreshInputs(case)
+        expected = reference(*expected_inputs.args, **expected_inputs.kwargs)
+        expected_grads = _gradients(expected, expected_inputs.grad_wrt) if case.grad_wrt else None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 — a grader bug is reported, not raised
+        return (f"✗ grader problem: the package's {getattr(reference, '__name__', 'function')} raised "
+                f"{_raised(exc, 120)} on case {case_name!r}")
+    inputs = FreshInputs(case)
+    try:
+        got = fn(*inputs.args, **inputs.kwargs)
+    except KeyboardInterrupt:
+        raise
+    except NotImplementedError:
+        return f"✗ {name}: not written yet (NotImplementedError){USING_PACKAGE}"
+    except BaseException as exc:  # noqa: BLE001 — the learner's bug (even a sys.exit()) is the verdict
+        return f"✗ {name} raised {_raised(exc)} on case {case_name!r}{USING_PACKAGE}"
+    try:
+        changed = inputs.changes(fn)
+        if changed:
+            return f"✗ {name}: case {case_name!r} — {changed}{USING_PACKAGE}"
+        compare(got, expected, atol)
+        if expected_grads is not None:
+            for i, (g, e) in enumerate(zip(_gradients(got, inputs.grad_wrt), expected_grads)):
+                compare(g, e, grad_atol, f" in the gradient of input {i}")
+    except KeyboardInterrupt:
+        raise
+    except _Mismatch as exc:
+        return f"✗ {name}: case {case_name!r} — {exc}{USING_PACKAGE}"
+    except BaseException as exc:  # noqa: BLE001 — e.g. a backward pass through the learner's graph fails
+        return f"✗ {name}: case {case_name!r} — comparing raised {_raised(exc)}{USING_PACKAGE}"
+    return ""
 
 
 def _verdict(name, passed, line, n, function, quiet) -> GradeResult:

@@ -152,3 +152,256 @@ def test_linear_time_on_huge_strings():
 def test_any_return_type_is_judged_without_raising(bad):
     result = grade("my_double", lambda x: bad, ref_double, TENSOR_CASES, quiet=True)
     assert not result.passed and "expected a tensor" in _one_line(result)
+
+
+# ---- a function that changes its inputs
+
+
+def _grpo_like_rollouts():
+    """Four rollouts, two groups, each group sharing one prompt list (as chapter 4 builds them)."""
+    from kimina_edu.trainer import Rollout
+
+    prompts = [[5, 6, 7, 8], [9, 10, 11]]
+    return [Rollout(prompts[i // 2], [12 + i, 13, 14][: 1 + i % 3], [], 0.5, 1.0, False) for i in range(4)]
+
+
+def _logprobs_mutating_prompt(model, prompt, completion):
+    """Right values, but ``ids = prompt; ids += completion`` lengthens the caller's prompt list."""
+    ids = prompt
+    ids += completion
+    t = torch.tensor([ids])
+    logp = torch.log_softmax(model(input_ids=t).logits[0, :-1].float(), -1)
+    return logp.gather(-1, t[0, 1:][:, None])[:, 0][len(ids) - len(completion) - 1:]
+
+
+def test_a_stub_that_lengthens_its_prompt_fails_and_the_rollouts_stay_as_they_were():
+    import copy
+
+    from kimina_edu.exercises import completion_logprobs_cases, completion_logprobs_one
+    from kimina_edu.tiny import tiny_random_llama
+
+    model = tiny_random_llama(vocab_size=64, seed=0)
+    rollouts = _grpo_like_rollouts()
+    before = copy.deepcopy(rollouts)
+    cases = completion_logprobs_cases(model, rollouts)
+    with torch.no_grad():
+        result = grade("my_completion_logprobs", _logprobs_mutating_prompt, completion_logprobs_one, cases, atol=1e-4,
+                       quiet=True)
+    assert not result.passed and result.function is completion_logprobs_one
+    first = next(iter(cases))
+    assert _one_line(result).startswith(f"✗ my_completion_logprobs: case {first!r} — changed its argument prompt"), \
+        result.line
+    assert "a list of 4 items became" in result.line
+    assert rollouts == before
+    assert rollouts[0].prompt_ids is rollouts[1].prompt_ids  # the group still shares one prompt list
+
+
+def test_each_function_gets_fresh_inputs_and_the_cases_stay_as_they_were():
+    rewards = torch.tensor([[1.0, 0.0, 1.0]])
+    seen = []
+
+    def in_place(r):
+        seen.append(r)
+        r -= r.mean()
+        return r
+
+    cases = {"a": (rewards,), "b": Case((rewards,))}
+    result = grade("my_center", in_place, lambda r: r - r.mean(), cases, quiet=True)
+    assert not result.passed and "case 'a'" in _one_line(result) and "changed its argument r" in result.line
+    assert torch.equal(rewards, torch.tensor([[1.0, 0.0, 1.0]]))
+    assert seen and all(s is not rewards for s in seen)
+
+
+def test_a_reference_that_changes_its_input_cannot_change_what_the_stub_gets():
+    x = torch.ones(3)
+
+    def reference(t):
+        out = t * 2
+        t.zero_()
+        return out
+
+    assert grade("my_double", lambda t: t * 2, reference, {"ones": (x,)}, quiet=True).passed
+    assert torch.equal(x, torch.ones(3))
+
+
+def test_gradients_are_taken_on_the_fresh_copies():
+    x = torch.randn(5, requires_grad=True)
+    cases = {"random": Case((x,), grad_wrt=[x]), "again": Case((x,), grad_wrt=[x])}
+    result = grade("my_loss", lambda t: (t * t).sum(), lambda t: (t ** 2).sum(), cases, quiet=True)
+    assert result.passed, result.line
+    assert x.grad is None
+
+
+def test_dicts_and_nested_lists_are_copied_and_checked():
+    def drops_a_key(d):
+        d.pop("b")
+        return 1
+
+    data = {"a": [1, 2], "b": [3]}
+    result = grade("my_f", drops_a_key, lambda d: 1, {"dict": (data,)}, quiet=True)
+    assert not result.passed and "changed its argument d" in _one_line(result) and data == {"a": [1, 2], "b": [3]}
+
+    def appends_inside(d):
+        d["a"].append(9)
+        return 1
+
+    result = grade("my_f", appends_inside, lambda d: 1, {"dict": (data,)}, quiet=True)
+    assert not result.passed and "d['a']" in _one_line(result) and data == {"a": [1, 2], "b": [3]}
+
+
+def test_a_stub_that_reorders_a_batch_fails():
+    rollouts = _grpo_like_rollouts()
+
+    def sorts(batch):
+        batch.sort(key=lambda r: len(r.completion_ids), reverse=True)
+        return len(batch)
+
+    result = grade("my_count", sorts, len, {"batch": (rollouts,)}, quiet=True)
+    assert not result.passed and "changed its argument batch in place (its items were reordered" in _one_line(result)
+    assert [len(r.completion_ids) for r in rollouts] == [1, 2, 3, 1]
+
+
+def test_a_stub_that_changes_its_models_weights_fails():
+    from kimina_edu.tiny import tiny_random_llama
+
+    model = tiny_random_llama(vocab_size=64, seed=0)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+
+    def nudges(m, ids):
+        with torch.no_grad():
+            next(m.parameters()).add_(1.0)
+        return len(ids)
+
+    result = grade("my_f", nudges, lambda m, ids: len(ids), {"model": (model, [1, 2])}, quiet=True)
+    assert not result.passed and "changed its model" in _one_line(result), result.line
+
+    def backward_inside(m, ids):
+        m(input_ids=torch.tensor([ids])).logits.sum().backward()
+        return len(ids)
+
+    model.load_state_dict(before)
+    result = grade("my_f", backward_inside, lambda m, ids: len(ids), {"model": (model, [1, 2])}, quiet=True)
+    assert not result.passed and "backward" in _one_line(result), result.line
+
+
+# ---- a stub that exits or raises a BaseException
+
+
+class _Custom(BaseException):
+    pass
+
+
+def _exits(x):
+    import sys
+
+    sys.exit(3)
+
+
+def _generator_exit(x):
+    raise GeneratorExit
+
+
+def _custom(x):
+    raise _Custom("stop here")
+
+
+@pytest.mark.parametrize(("stub", "named"), [(_exits, "SystemExit"), (_generator_exit, "GeneratorExit"),
+                                             (_custom, "_Custom: stop here")],
+                         ids=["sys.exit", "GeneratorExit", "custom BaseException"])
+def test_a_stub_raising_a_base_exception_is_one_line_and_falls_back(stub, named, capsys):
+    result = grade("my_double", stub, ref_double, TENSOR_CASES)
+    assert not result.passed and result.function is ref_double
+    out = capsys.readouterr().out.strip()
+    assert out == result.line and out.startswith(f"✗ my_double raised {named}") and "case 'ones'" in out, out
+    assert out.endswith("using the package's version")
+
+
+def test_keyboard_interrupt_still_stops_the_cell():
+    def interrupted(x):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        grade("my_double", interrupted, ref_double, TENSOR_CASES, quiet=True)
+
+
+def test_a_base_exception_while_comparing_is_one_line():
+    class ExitsOnEq:
+        def __eq__(self, other):
+            raise SystemExit(1)
+
+    result = grade("my_f", lambda x: ExitsOnEq(), lambda x: ExitsOnEq(), {"a": 1}, quiet=True)
+    assert not result.passed and "SystemExit" in _one_line(result)
+
+
+# ---- values that lie about themselves
+
+
+class _LyingStr(str):
+    def __eq__(self, other):
+        return True
+
+    def __ne__(self, other):
+        return False
+
+    __hash__ = str.__hash__
+
+
+class _LyingFloat(float):
+    def __sub__(self, other):
+        return 0.0
+
+    def __rsub__(self, other):
+        return 0.0
+
+    def __eq__(self, other):
+        return True
+
+    __hash__ = float.__hash__
+
+
+class _LyingList(list):
+    def __len__(self):
+        return 2
+
+    def __iter__(self):
+        return iter([2.0, 4.0])
+
+
+class _LyingDict(dict):
+    def __iter__(self):
+        return iter(["a"])
+
+    def __getitem__(self, key):
+        return 1
+
+
+class _BadMessage(Exception):
+    def __str__(self):
+        raise SystemExit("no")
+
+
+@pytest.mark.parametrize(("got", "expected"), [
+    (_LyingStr("No"), "Yes"), (_LyingFloat(0.0), 1.0), (_LyingList([0.0]), [2.0, 4.0]),
+    (_LyingDict(b=2), {"a": 1})], ids=["str whose == lies", "float whose - lies", "list whose len lies",
+                                        "dict whose keys lie"])
+def test_a_subclass_whose_comparison_lies_fails(got, expected):
+    result = grade("my_f", lambda x: got, lambda x: expected, {"a": 0}, quiet=True)
+    assert not result.passed and "case 'a'" in _one_line(result), result.line
+
+
+def test_an_exception_whose_message_raises_is_one_line():
+    def raises(x):
+        raise _BadMessage
+
+    result = grade("my_double", raises, ref_double, TENSOR_CASES, quiet=True)
+    assert not result.passed and "_BadMessage" in _one_line(result) and "case 'ones'" in result.line
+
+
+def test_a_generator_is_not_a_list():
+    result = grade("my_f", lambda x: (v for v in [1.0, 2.0]), lambda x: [1.0, 2.0], {"a": 0}, quiet=True)
+    assert not result.passed and "returned a generator" in _one_line(result)
+
+
+def test_infinity_equals_infinity():
+    assert grade("my_f", lambda x: math.inf, lambda x: math.inf, {"a": 0}, quiet=True).passed
+    assert not grade("my_f", lambda x: -math.inf, lambda x: math.inf, {"a": 0}, quiet=True).passed
