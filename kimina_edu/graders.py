@@ -4,8 +4,9 @@ The notebooks' "stub, grade, import" cells (CONVENTIONS.md): the learner writes 
 grader cell calls :func:`grade` with the package's ``x`` and a dict of named cases, and the notebook
 goes on with ``result.function`` — the learner's function when every case matched, the package's
 otherwise. ``grade`` never raises: a stub not written yet, a wrong value, a wrong type or shape, a NaN,
-an exception inside the learner's code, even a mistake in the grader's own arguments, all end in one
-printed line that names the case, and the notebook carries on.
+an exception inside the learner's code (a ``sys.exit()`` or any other ``BaseException`` too), even a
+mistake in the grader's own arguments, all end in one printed line that names the case, and the notebook
+carries on. Only ``KeyboardInterrupt``, the learner's own stop, stops the cell.
 
     graded = grade("my_extract_answer", my_extract_answer, extract_answer, extract_answer_cases())
     ✓ my_extract_answer matches the package on 10 cases
@@ -17,20 +18,23 @@ element by element; a subclass is compared as its plain base type, so an ``__eq_
 pass. A case with ``grad_wrt`` also compares the gradient of the (scalar) output with respect to those
 tensors: two losses with the same value can still train differently.
 
-Each function gets its own fresh copy of a case's arguments (:func:`fresh_inputs`): a function
-that changes an input in place (``ids = prompt; ids += completion`` lengthens the caller's list) can never
-change what the notebook's later cells see, and it fails, because a function that does that is a bug
-waiting in the training loop. A stub that calls ``sys.exit()`` or raises any other ``BaseException`` is a
-✗ line too; only ``KeyboardInterrupt`` (the learner's own stop) stops the cell.
+Each function gets its own copy of a case's arguments (:class:`FreshInputs`): a function that changes an
+input in place (``ids = prompt; ids += completion`` lengthens the caller's list) can never change what the
+notebook's later cells see, and it fails, naming the argument, because in the training loop the same
+function would corrupt the rollouts. A model cannot be copied per case: a function that changes its
+weights or leaves gradients in them fails too. The random generators are put back after grading, so a
+stub that draws or reseeds does not change later samples.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy as copy_module
 import dataclasses
 import inspect
 import math
 import numbers
+import random
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -434,13 +438,14 @@ def grade(name: str, fn: Callable, reference: Callable, cases: Mapping[str, Any]
         return _verdict(name, False, f"✗ {problem} — using the package's version", 0,
                         reference if callable(reference) else None, quiet)
     grad_atol = atol if grad_atol is None else grad_atol
-    for case_name, case in cases.items():
-        if not isinstance(case, Case):
-            case = Case(case if isinstance(case, tuple) else (case,))
-        line = _grade_case(name, fn, reference, case_name, case, atol, grad_atol)
-        if line:
-            return _verdict(name, False, line, 0 if line.startswith("✗ grader problem") else len(cases), reference,
-                            quiet)
+    with _random_state_kept():
+        for i, (case_name, case) in enumerate(cases.items()):
+            if not isinstance(case, Case):
+                case = Case(case if isinstance(case, tuple) else (case,))
+            line = _grade_case(name, fn, reference, case_name, case, atol, grad_atol, first=i == 0)
+            if line:
+                return _verdict(name, False, line, 0 if line.startswith("✗ grader problem") else len(cases),
+                                reference, quiet)
     grads = " (values and gradients)" if any(isinstance(c, Case) and c.grad_wrt for c in cases.values()) else ""
     return _verdict(name, True, f"✓ {name} matches the package on {len(cases):,} cases{grads}", len(cases), fn, quiet)
 
@@ -448,8 +453,31 @@ def grade(name: str, fn: Callable, reference: Callable, cases: Mapping[str, Any]
 USING_PACKAGE = " — using the package's version"
 
 
-def _grade_case(name, fn, reference, case_name, case: Case, atol: float, grad_atol: float) -> str:
-    """One case: ``""`` when ``fn`` matches ``reference`` on it, else the verdict line saying why not."""
+@contextlib.contextmanager
+def _random_state_kept():
+    """Put Python's, NumPy's and torch's random generators back as they were: a function that draws random
+    numbers (or reseeds) while graded must not change the samples the notebook's later cells draw."""
+    py_state = random.getstate()
+    np = sys.modules.get("numpy")
+    np_state = np.random.get_state() if np is not None else None
+    torch = sys.modules.get("torch")
+    torch_state = torch.get_rng_state() if torch is not None else None
+    cuda_states = torch.cuda.get_rng_state_all() if torch is not None and torch.cuda.is_initialized() else None
+    try:
+        yield
+    finally:
+        random.setstate(py_state)
+        if np_state is not None:
+            np.random.set_state(np_state)
+        if torch_state is not None:
+            torch.set_rng_state(torch_state)
+        if cuda_states is not None:
+            torch.cuda.set_rng_state_all(cuda_states)
+
+
+def _grade_case(name, fn, reference, case_name, case: Case, atol: float, grad_atol: float, first: bool) -> str:
+    """One case: ``""`` when ``fn`` matches ``reference`` on it, else the verdict line saying why not. A
+    ``NotImplementedError`` on the first case is a stub not written yet; on a later one, a named case."""
     try:
         expected_inputs = FreshInputs(case)
         expected = reference(*expected_inputs.args, **expected_inputs.kwargs)
@@ -464,8 +492,10 @@ def _grade_case(name, fn, reference, case_name, case: Case, atol: float, grad_at
         got = fn(*inputs.args, **inputs.kwargs)
     except KeyboardInterrupt:
         raise
-    except NotImplementedError:
-        return f"✗ {name}: not written yet (NotImplementedError){USING_PACKAGE}"
+    except NotImplementedError as exc:
+        if first:
+            return f"✗ {name}: not written yet (NotImplementedError){USING_PACKAGE}"
+        return f"✗ {name} raised {_raised(exc)} on case {case_name!r}{USING_PACKAGE}"
     except BaseException as exc:  # noqa: BLE001 — the learner's bug (even a sys.exit()) is the verdict
         return f"✗ {name} raised {_raised(exc)} on case {case_name!r}{USING_PACKAGE}"
     try:

@@ -405,3 +405,37 @@ def test_a_generator_is_not_a_list():
 def test_infinity_equals_infinity():
     assert grade("my_f", lambda x: math.inf, lambda x: math.inf, {"a": 0}, quiet=True).passed
     assert not grade("my_f", lambda x: -math.inf, lambda x: math.inf, {"a": 0}, quiet=True).passed
+
+
+def test_not_implemented_on_a_later_case_names_the_case():
+    def half_written(x):
+        if x.sum() > 12:
+            raise NotImplementedError("the big case is next")
+        return x * 2
+
+    result = grade("my_double", half_written, ref_double, TENSOR_CASES, quiet=True)
+    assert not result.passed and "not written yet" not in _one_line(result)
+    assert result.line.startswith("✗ my_double raised NotImplementedError: the big case is next on case 'range'")
+
+
+def test_a_stub_that_draws_random_numbers_leaves_later_draws_as_they_were():
+    import random
+
+    import numpy as np
+
+    def reseeds(x):
+        torch.manual_seed(123)
+        random.seed(123)
+        np.random.seed(123)
+        return x * 2 + 0 * torch.rand(1)
+
+    torch.manual_seed(0)
+    random.seed(0)
+    np.random.seed(0)
+    expected = (torch.rand(3), random.random(), np.random.rand())
+    torch.manual_seed(0)
+    random.seed(0)
+    np.random.seed(0)
+    assert grade("my_double", reseeds, ref_double, TENSOR_CASES, quiet=True).passed
+    got = (torch.rand(3), random.random(), np.random.rand())
+    assert torch.equal(got[0], expected[0]) and got[1:] == expected[1:]
