@@ -11,7 +11,7 @@ from kimina_edu.lean.examples import failing_examples
 from kimina_edu.lean.format import check_format
 from kimina_edu.lean.proof import extract_proof
 
-# 1 MB of each adversarial shape (issue 16: a lean4 block of `--` lines was quadratic, 1 MB never finished)
+# 1 MB of each adversarial shape (a lean4 block of `--` lines is the shape a quadratic scan never finishes on)
 MB = 1_000_000
 SHAPES = {"-- comment lines": "  -- c\n", "unclosed /-": "/-", "```lean4 openers": "```lean4\n",
           "```tactics openers": "```tactics\n", "<think> tags": "<think>", "---/- markers": "---/-/--",

@@ -1,5 +1,6 @@
-"""The verifier client against a hostile server: every case of issue 16 gets a verdict per input,
-none of them ``valid`` unless the server said so unambiguously, within the call's deadline.
+"""The verifier client against a hostile server: malformed and ambiguous answers, HTTP faults, bad
+inputs, echoed secrets, silent or drip-feeding servers, slow DNS and a gzip bomb each get one verdict
+per input, none of them ``valid`` unless the server said so unambiguously, within the call's deadline.
 
 Shapes are served by ``httpx.MockTransport`` (the client's HTTP code above the socket is real);
 timing faults (drip-fed bodies, silence, slow DNS, a gzip bomb) by a raw asyncio TCP server on
@@ -18,8 +19,9 @@ import time
 import httpx
 import pytest
 
-from kimina_edu.lean.client import PROBE_CODE, LeanVerifier, forget_line_schemes, result_problem
+from kimina_edu.lean.client import PROBE_CODE, LeanVerifier, forget_line_schemes
 from kimina_edu.lean.feedback import SecondTurnCache, build_feedback
+from kimina_edu.lean.verdicts import result_problem
 
 OK = {"env": 1}
 BAD = {"env": 1, "messages": [{"severity": "error", "pos": {"line": 1, "column": 0},
@@ -111,6 +113,47 @@ def test_result_problem_accepts_what_the_repl_sends():
         "sorries": [{"pos": {"line": 1, "column": 0}, "goal": "⊢ True", "proofState": 0}]}}) is None
     assert result_problem({"id": 1, "response": {"env": 0}}) is not None
 
+
+
+# Written as raw text: these answers parse with Python's json module, but no JSON writer (and no REPL)
+# sends them — a key given twice (the parser keeps the last one), NaN, a lone surrogate, a bad time.
+ERROR_MESSAGE = '{"severity": "error", "pos": {"line": 1, "column": 0}, "data": "type mismatch"}'
+UNRECOGNISED_RAW = {
+    "messages given twice": '"response": {"env": 1, "messages": [' + ERROR_MESSAGE + '], "messages": []}',
+    "response given twice": '"response": {"env": 1, "messages": [' + ERROR_MESSAGE + ']}, "response": {"env": 1}',
+    "id given twice": '"id": "9", "response": {"env": 1}',
+    "time NaN": '"time": NaN, "response": {"env": 1}',
+    "Infinity in an extra field": '"response": {"env": 1, "tactics": Infinity}',
+    "time a string": '"time": "fast", "response": {"env": 1}',
+    "time true": '"time": true, "response": {"env": 1}',
+    "time negative": '"time": -1, "response": {"env": 1}',
+    "lone surrogate in an info message": '"response": {"env": 1, "messages": [{"severity": "info", "data": "\\udc80"}]}',
+    "lone surrogate in an error message": '"response": {"env": 1, "messages": [{"severity": "error", "data": "\\ud800"}]}',
+}
+
+
+def raw_answer(snippets, bad_fields: str, bad_id: str = "3") -> bytes:
+    items = [f'{{"id": "{s["id"]}", {bad_fields}}}' if s["id"] == bad_id else
+             f'{{"id": "{s["id"]}", "time": 0.1, "response": {{"env": 1}}}}' for s in snippets]
+    return ('{"results": [' + ", ".join(items) + "]}").encode()
+
+
+@pytest.mark.parametrize("bad_fields", UNRECOGNISED_RAW.values(), ids=UNRECOGNISED_RAW.keys())
+def test_an_answer_no_json_writer_sends_is_an_error_for_its_item_alone(bad_fields):
+    verdicts = verifier(mock(lambda snippets: (200, raw_answer(snippets, bad_fields)))).verify(CODES)
+    assert [v.status for v in verdicts] == ["valid"] * 3 + ["server_error"] + ["valid"] * 4
+    assert "unrecognised result" in verdicts[3].error or "no result" in verdicts[3].error
+    assert all(isinstance(v.time, float) and v.time >= 0 for v in verdicts if v.valid)
+    assert [v.error.encode("utf-8") for v in verdicts if v.error]  # every error line can be printed
+
+
+def test_results_given_twice_in_one_answer_fail_every_item():
+    def handler(snippets):
+        body = raw_answer(snippets, '"time": 0.1, "response": {"env": 1}').decode()
+        return 200, '{"results": [], ' + body[1:]  # an empty list first, the valid one second
+
+    verdicts = verifier(mock(handler)).verify(CODES[:3])
+    assert [v.status for v in verdicts] == ["server_error"] * 3 and "twice" in verdicts[0].error
 
 # ------------------------------------------------------------------ 500, 429, No available REPLs
 

@@ -136,7 +136,7 @@ def test_pool_exhaustion_is_retried_until_a_repl_frees(server):
 
 
 def test_validity_needs_positive_evidence_on_the_real_server(server):
-    """Issue 27: every rule of ``classify`` against the real server code with the fake REPL. (A REPL answer
+    """Every rule of ``classify`` against the real server code with the fake REPL. (A REPL answer
     with both ``env`` and ``message`` never reaches a client from kimina-ast-server 2.1.3: its response model
     keeps ``env``/``messages``/``sorries`` and drops ``message``; the client's rule for it is tested against
     a server that forwards it, in test_lean_validity.py.)"""

@@ -5,8 +5,8 @@ import time
 import httpx
 import pytest
 
-from kimina_edu.lean import client as client_module
-from kimina_edu.lean.client import LeanVerifier, classify
+from kimina_edu.lean import verdicts as verdicts_module
+from kimina_edu.lean.client import LeanVerifier, forget_line_schemes
 from kimina_edu.lean.data import load_offline_problems
 from kimina_edu.lean.examples import passing_response
 from kimina_edu.lean.feedback import (
@@ -21,6 +21,7 @@ from kimina_edu.lean.feedback import (
 from kimina_edu.lean.proof import extract_proof
 from kimina_edu.lean.reward import lean_reward, score_batch
 from kimina_edu.lean.standin import STANDIN_NOTICE, StandinServer
+from kimina_edu.lean.verdicts import Verdict, classify
 
 P = load_offline_problems()[0]
 VALID = {"response": {"env": 0, "messages": []}}
@@ -111,12 +112,12 @@ def test_classify_both_paths_agree(result, status):
     # and kimina-client may only make a verdict stricter
     full = {"id": "1", "time": 0.1, **result}
     assert classify(full, use_kimina_client=False) == status
-    if client_module.KIMINA_CLIENT is not None:  # kimina-client imported (3.11 shim): same taxonomy
+    if verdicts_module.KIMINA_CLIENT is not None:  # kimina-client imported (3.11 shim): same taxonomy
         assert classify(full, use_kimina_client=True) == status
 
 
 def test_kimina_client_import_is_reported():
-    assert (client_module.KIMINA_CLIENT is None) == (client_module.KIMINA_CLIENT_IMPORT_ERROR is not None)
+    assert (verdicts_module.KIMINA_CLIENT is None) == (verdicts_module.KIMINA_CLIENT_IMPORT_ERROR is not None)
 
 
 def test_feedback_line_numbers_for_both_server_schemes():
@@ -177,14 +178,12 @@ def test_reward_requires_valid_proof_and_format(server):
     assert [r["acc"] for r in rows] == [1.0, 1.0, 0.0]  # Lean validity alone
     assert rows[1]["format_error"] == "NO_VALID_LEAN4_CODE_BLOCK" and rows[2]["feedback"] == FILTERED_FEEDBACK
     assert rows[0]["feedback"] == VALID_FEEDBACK and rows[2]["status"] == "not_sent"
-    from kimina_edu.lean.client import Verdict
-
     assert lean_reward(good, P["formal_statement"], Verdict("0", "valid")) == 1.0
     assert lean_reward(good, P["formal_statement"], Verdict("0", "lean_error")) == 0.0
     assert lean_reward(good + "!", P["formal_statement"], Verdict("0", "valid")) == 0.0
 
 
-# ------------------------------------------------------------------ behaviours of the real servers (issue 16/17)
+# ------------------------------------------------------------------ behaviours the real servers have (auth, 500, pool)
 
 
 def test_auth_before_body_and_fault_switches_need_the_key():
@@ -225,8 +224,6 @@ def test_per_snippet_no_available_repls_and_the_response_poll():
 
 @pytest.mark.parametrize("scheme", ["relative", "absolute"])
 def test_line_scheme_probe_against_the_standin(scheme):
-    from kimina_edu.lean.client import forget_line_schemes
-
     forget_line_schemes()
     with StandinServer({}, line_scheme=scheme) as url:
         assert LeanVerifier(url).resolve_line_scheme() == scheme

@@ -1,4 +1,4 @@
-"""Validity by positive evidence (issue 27): a proof is ``valid`` only when the server's answer shows
+"""Validity by positive evidence: a proof is ``valid`` only when the server's answer shows
 no error, no ``sorry`` in any form (a ``sorries`` entry, Lean's "declaration uses 'sorry'" warning —
 how ``exact sorryAx _`` arrives — or ``sorry``/``sorryAx``/``admit`` in the code sent), and no REPL
 message. The same rule decides in the client, the reward and the stand-in (one place: ``classify``)."""
@@ -10,10 +10,11 @@ import json
 import httpx
 import pytest
 
-from kimina_edu.lean.client import LeanVerifier, classify, mentions_sorry
+from kimina_edu.lean.client import LeanVerifier
 from kimina_edu.lean.feedback import build_feedback
 from kimina_edu.lean.reward import score_batch
 from kimina_edu.lean.standin import StandinServer, unscripted_result
+from kimina_edu.lean.verdicts import classify, mentions_sorry
 
 HEADER = "import Init\n\n"
 SORRY_WARNING = {"severity": "warning", "pos": {"line": 1, "column": 8}, "endPos": {"line": 1, "column": 11},

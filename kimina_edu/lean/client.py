@@ -9,7 +9,8 @@ What "fails closed" means here, case by case (each has a test in ``tests/test_le
   answer shape (``env`` an integer, ``messages`` a list of objects whose ``severity`` is exactly
   ``"error"``/``"warning"``/``"info"``, …). A result that does not fit, an id answered twice, an
   id not answered, JSON the parser rejects — each is ``server_error`` for the items it concerns,
-  never ``valid``; the other items keep their verdicts.
+  never ``valid``; the other items keep their verdicts. So is what Python's parser accepts but
+  no JSON writer sends: a key given twice, ``NaN``/``Infinity``, a lone surrogate.
 - **One overall deadline per call** (``deadline``; by default sized to the worst honest case,
   every proof using its whole Lean timeout). It covers DNS (resolved on a daemon thread, so a
   hung resolver is abandoned, not waited for), connecting, and bodies dripped byte by byte
@@ -35,297 +36,69 @@ kimina-ast-server report lines relative to the body after the header, and both c
 "2.0.0". :meth:`LeanVerifier.resolve_line_scheme` asks once per server (``#check Nat`` on a
 known line after an ``import Init`` header) unless ``line_scheme=`` was given.
 
-**kimina-client.** The verdict taxonomy is kimina-client's (``ReplResponse.analyze()``).
-Its PyPI release 0.2.1 fails to import on Python 3.11 (pydantic rejects ``typing.TypedDict``
-before 3.12; fixed upstream in PR #63, unreleased) and imports the undeclared ``pygments``.
-We import it with ``typing.TypedDict`` temporarily pointed at ``typing_extensions.TypedDict``
-— the upstream fix, applied from outside — and use its ``analyze()`` on results that passed
-our shape check; otherwise :func:`classify` applies the same rules itself.
+The pieces: :mod:`kimina_edu.lean.verdicts` (what one result means), :mod:`kimina_edu.lean.transport`
+(one HTTP exchange within its deadline); this module batches, retries and keeps order.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import ipaddress
-import json
 import math
 import os
-import re
-import socket
-import threading
 import warnings
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from kimina_edu.lean.transport import (
+    BadAnswer,
+    Call,
+    Malformed,
+    TooLarge,
+    Unanswered,
+    exchange,
+    open_client,
+    preview,
+)
+from kimina_edu.lean.verdicts import (
+    KeyGivenTwice,
+    Verdict,
+    classify,
+    has_header,
+    is_int,
+    is_seconds,
+    result_problem,
+)
 from kimina_edu.retry import backoff_delay
 from kimina_edu.runtime import run_sync
 
-SEVERITIES = ("error", "warning", "info")
+__all__ = ["NO_REPLS", "PROBE_CODE", "PROBE_LINES", "LeanVerifier", "Verdict", "classify", "forget_line_schemes"]
+
 NO_REPLS = "No available REPLs"
 # A header the REPL imports in well under a second; ``#check Nat`` sits on line 3 of the code, line 1 of the body.
 PROBE_CODE = "import Init\n\n#check Nat"
 PROBE_LINES = {3: "absolute", 1: "relative"}
 
-
-@dataclass
-class Verdict:
-    """One proof's outcome. ``response`` is the server's result dict (for feedback)."""
-
-    id: str
-    status: str
-    messages: list[dict] = field(default_factory=list)
-    time: float | None = None
-    error: str | None = None
-    response: dict | None = None
-    code: str | None = None  # the code as sent (with the header the client added): what line numbers count
-
-    @property
-    def valid(self) -> bool:
-        return self.status == "valid"
+Items = list[tuple[str, str]]  # (id, code as sent)
 
 
-def _import_kimina_client():
-    """``(module, None)`` when kimina-client imports (with the 3.11 shim), else ``(None, reason)``."""
-    import typing
-
-    try:
-        import typing_extensions
-    except ImportError:  # pragma: no cover - typing_extensions ships with pydantic
-        typing_extensions = None
-    original = typing.TypedDict
-    try:
-        if typing_extensions is not None:
-            typing.TypedDict = typing_extensions.TypedDict
-        import kimina_client
-
-        return kimina_client, None
-    except Exception as exc:  # noqa: BLE001 — any import failure means "use our classifier"
-        return None, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-    finally:
-        typing.TypedDict = original
+def _default_repls() -> int:
+    """``LEAN_SERVER_MAX_REPLS`` when set, else the server's own default on this machine (cpus − 1)."""
+    env = os.environ.get("LEAN_SERVER_MAX_REPLS", "").strip()
+    return int(env) if env.isdigit() and int(env) > 0 else max((os.cpu_count() or 2) - 1, 1)
 
 
-KIMINA_CLIENT, KIMINA_CLIENT_IMPORT_ERROR = _import_kimina_client()
-
-
-def _is_int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def _is_seconds(x: Any, *, zero_ok: bool = False) -> bool:
-    return (isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
-            and (x >= 0 if zero_ok else x > 0))
-
-
-def _position_problem(pos: Any, name: str) -> str | None:
-    if pos is None and name == "endPos":
-        return None
-    if not isinstance(pos, dict) or not _is_int(pos.get("line")) or not _is_int(pos.get("column")):
-        return f"{name} is not {{line: int, column: int}}"
-    return None
-
-
-def result_problem(result: Any) -> str | None:
-    """Why ``result`` is not a shape the client recognises, or ``None`` when it is.
-
-    Recognised: ``{"id": str, "error": non-empty str, …}`` or ``{"id": str, "response": R, …}``
-    with R either ``{"message": str}`` (the REPL's own error) or ``{"env": int, "messages"?:
-    [M], "sorries"?: [object], …}``; M has ``severity`` in :data:`SEVERITIES`, ``data`` a
-    string and, if present, ``pos`` (and ``endPos``, which may be ``null``) as ``{line, column}``
-    integers (the REPL's JSON, ``REPL/JSON.lean``).
-    """
-    if not isinstance(result, dict):
-        return "result is not an object"
-    if not isinstance(result.get("id"), str):
-        return "result id is not a string"
-    error = result.get("error")
-    if error is not None:
-        if not isinstance(error, str) or not error.strip():
-            return "error is not a non-empty string"
-        return None
-    response = result.get("response")
-    if not isinstance(response, dict):
-        return "neither a response object nor an error"
-    if "message" in response:
-        return None if isinstance(response["message"], str) else "REPL message is not a string"
-    if not _is_int(response.get("env")):
-        return "response has no integer env"
-    messages = response.get("messages", [])
-    if not isinstance(messages, list):
-        return "messages is not a list"
-    for m in messages:
-        if not isinstance(m, dict):
-            return "a message is not an object"
-        if m.get("severity") not in SEVERITIES:
-            return f"a message has severity {m.get('severity')!r}"
-        if not isinstance(m.get("data"), str):
-            return "a message has no text"
-        for key in ("pos", "endPos"):
-            if key in m and (problem := _position_problem(m[key], key)):
-                return problem
-    sorries = response.get("sorries", [])
-    if not isinstance(sorries, list) or not all(isinstance(s, dict) for s in sorries):
-        return "sorries is not a list of objects"
-    return None
-
-
-SORRY_WARNING = "declaration uses 'sorry'"  # Lean's warning, also for ``exact sorryAx _`` (no ``sorries`` entry)
-_SORRY_WORDS = re.compile(r"(?<![\w.'])(?:sorry|sorryAx|admit)(?![\w'])")
-
-
-def _without_comments(code: str) -> str:
-    """``code`` with Lean comments blanked (``--`` to the end of the line; ``/- … -/``, nested), in
-    one pass. An unclosed ``/-`` comments out the rest (Lean then fails the file anyway)."""
-    out, i, n, depth = [], 0, len(code), 0
-    while i < n:
-        if depth:
-            j = code.find("-/", i)
-            k = code.find("/-", i)
-            if j == -1:
-                break
-            if k != -1 and k < j:
-                depth, i = depth + 1, k + 2
-            else:
-                depth, i = depth - 1, j + 2
+def _check_settings(counts: dict[str, Any], seconds: dict[str, Any], line_scheme: str | None) -> None:
+    """One clear ``ValueError`` for the first setting out of range."""
+    for name, value in counts.items():
+        if not (value is None and name == "concurrency") and not (is_int(value) and value >= 1):
+            raise ValueError(f"LeanVerifier: {name} must be a whole number >= 1 (timeout in seconds), got {value!r}")
+    for name, value in seconds.items():
+        if value is None and name != "backoff":
             continue
-        j, k = code.find("--", i), code.find("/-", i)
-        stops = [x for x in (j, k) if x != -1]
-        if not stops:
-            out.append(code[i:])
-            break
-        cut = min(stops)
-        out.append(code[i:cut])
-        if cut == j:
-            end = code.find("\n", j)
-            i = n if end == -1 else end
-        else:
-            depth, i = 1, k + 2
-    return " ".join(out)
-
-
-def mentions_sorry(code: Any) -> bool:
-    """Does the code (outside comments) use ``sorry``, ``sorryAx`` or ``admit``? Lean reports
-    ``sorry`` in ``sorries`` but ``sorryAx`` only as a warning, and a server may drop either; the
-    code itself is evidence no server answer can hide. Linear time."""
-    return isinstance(code, str) and _SORRY_WORDS.search(_without_comments(code)) is not None
-
-
-def _our_status(result: dict[str, Any], code: str | None) -> str:
-    error = result.get("error")
-    if error:
-        return "timeout_error" if "timed out" in error else "server_error"
-    response = result["response"]
-    if "message" in response:  # the REPL's own error, with or without an env
-        return "repl_error"
-    messages = response.get("messages", [])
-    if any(m["severity"] == "error" for m in messages):
-        return "lean_error"
-    if response.get("sorries") or any(SORRY_WARNING in m["data"] for m in messages) or mentions_sorry(code):
-        return "sorry"
-    return "valid"
-
-
-def classify(result: dict[str, Any], *, code: str | None = None, use_kimina_client: bool = True) -> str:
-    """kimina-client's ``SnippetStatus`` for one ``/api/check`` result — ``valid`` only on positive
-    evidence; ``server_error`` for a shape :func:`result_problem` rejects.
-
-    timeout_error: ``error`` says "timed out"; server_error: any other ``error``;
-    repl_error: the REPL answered ``{"message": …}`` (even beside an ``env``); lean_error: a
-    message with severity "error"; sorry: non-empty ``sorries``, Lean's "declaration uses
-    'sorry'" in any message, or ``sorry``/``sorryAx``/``admit`` in ``code`` (the code sent); else
-    valid. This is the one rule (the reward and the stand-in ask it); kimina-client's own
-    ``analyze()`` is consulted and may only make a verdict stricter, never turn one ``valid``.
-    """
-    if result_problem(result) is not None:
-        return "server_error"
-    ours = _our_status(result, code)
-    if ours == "valid" and use_kimina_client and KIMINA_CLIENT is not None:
-        try:
-            theirs = KIMINA_CLIENT.ReplResponse.model_validate(result).analyze().status.value
-        except Exception:  # noqa: BLE001 — a shape kimina-client rejects: our rules stand
-            return ours
-        return theirs
-    return ours
-
-
-def has_header(code: str) -> bool:
-    """Does the server's header split (``split_snippet``) find an ``import`` line?"""
-    for line in code.splitlines():
-        stripped = line.strip()
-        if stripped.startswith("import "):
-            return True
-        if stripped:
-            return False
-    return False
-
-
-# ---------------------------------------------------------------------------- DNS with a deadline
-
-
-def _resolve_on_daemon_thread(host: str, port: int) -> concurrent.futures.Future:
-    future: concurrent.futures.Future = concurrent.futures.Future()
-
-    def work():
-        try:
-            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-            future.set_result(infos[0][4][0])
-        except BaseException as exc:  # noqa: BLE001 — handed to the waiting coroutine
-            if not future.cancelled():
-                future.set_exception(exc)
-
-    threading.Thread(target=work, name=f"resolve {host}", daemon=True).start()
-    return future
-
-
-class _DaemonDnsBackend:
-    """An httpcore network backend that resolves names on a daemon thread.
-
-    httpx resolves on a worker thread the event loop waits for when it shuts down, so a DNS
-    lookup that hangs for 20 s holds ``verify()`` for 20 s whatever its deadline. Here the
-    coroutine stops waiting when it is cancelled and the thread is left to finish alone. The
-    connection itself (and TLS, whose server name is the original host) is httpcore's.
-    """
-
-    def __init__(self, inner):
-        self._inner = inner
-
-    async def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
-        try:
-            ipaddress.ip_address(host)
-            address = host
-        except ValueError:
-            address = await asyncio.wrap_future(_resolve_on_daemon_thread(host, port))
-        return await self._inner.connect_tcp(address, port, timeout=timeout, local_address=local_address,
-                                             socket_options=socket_options)
-
-    async def connect_unix_socket(self, path, timeout=None, socket_options=None):  # pragma: no cover
-        return await self._inner.connect_unix_socket(path, timeout=timeout, socket_options=socket_options)
-
-    async def sleep(self, seconds):  # pragma: no cover
-        await self._inner.sleep(seconds)
-
-
-# ---------------------------------------------------------------------------- the client
-
-
-class _Call:
-    """Per-``verify()`` state: verdicts so far and the unresponsive-server breaker."""
-
-    def __init__(self, ids: list[str], breaker_limit: int):
-        self.verdicts: dict[str, Verdict] = {}
-        self.ids = ids
-        self.failures_in_a_row = 0
-        self.breaker_limit = breaker_limit
-        self.broken: str | None = None
-
-    def answered(self) -> None:
-        self.failures_in_a_row = 0
-
-    def unanswered(self, why: str) -> None:
-        self.failures_in_a_row += 1
-        if self.failures_in_a_row >= self.breaker_limit and self.broken is None:
-            self.broken = f"server unresponsive: {self.failures_in_a_row} requests in a row got no answer (last: {why})"
+        if not is_seconds(value, zero_ok=name == "backoff"):
+            raise ValueError(f"LeanVerifier: {name} must be a finite number of seconds "
+                             f"{'>= 0' if name == 'backoff' else '> 0'}, got {value!r}")
+    if line_scheme not in (None, "relative", "absolute"):
+        raise ValueError(f"line_scheme must be 'relative', 'absolute' or None (probe the server); got {line_scheme!r}")
 
 
 class LeanVerifier:
@@ -347,21 +120,10 @@ class LeanVerifier:
                  header: str | None = None, line_scheme: str | None = None, transport=None):
         self.url = (url or os.environ.get("LEAN_SERVER_API_URL") or "http://localhost:8000").rstrip("/")
         self._api_key = api_key or os.environ.get("LEAN_SERVER_API_KEY") or os.environ.get("LEANSERVER_API_KEY")
-        if repls is None:
-            env = os.environ.get("LEAN_SERVER_MAX_REPLS", "").strip()
-            repls = int(env) if env.isdigit() and int(env) > 0 else max((os.cpu_count() or 2) - 1, 1)
-        for name, value in (("timeout", timeout), ("batch_size", batch_size), ("retries", retries), ("repls", repls),
-                            ("concurrency", concurrency), ("max_response_bytes", max_response_bytes)):
-            if not (value is None and name == "concurrency") and not (_is_int(value) and value >= 1):
-                raise ValueError(f"LeanVerifier: {name} must be a whole number >= 1 (timeout in seconds), got {value!r}")
-        for name, value in (("http_timeout", http_timeout), ("deadline", deadline), ("backoff", backoff)):
-            if value is None and name != "backoff":
-                continue
-            if not _is_seconds(value, zero_ok=name == "backoff"):
-                raise ValueError(f"LeanVerifier: {name} must be a finite number of seconds "
-                                 f"{'>= 0' if name == 'backoff' else '> 0'}, got {value!r}")
-        if line_scheme not in (None, "relative", "absolute"):
-            raise ValueError(f"line_scheme must be 'relative', 'absolute' or None (probe the server); got {line_scheme!r}")
+        repls = _default_repls() if repls is None else repls
+        _check_settings({"timeout": timeout, "batch_size": batch_size, "retries": retries, "repls": repls,
+                         "concurrency": concurrency, "max_response_bytes": max_response_bytes},
+                        {"http_timeout": http_timeout, "deadline": deadline, "backoff": backoff}, line_scheme)
         self.timeout, self.batch_size, self.repls = timeout, batch_size, repls
         self.concurrency = concurrency or max(1, math.ceil(2 * repls / batch_size))
         self.retries, self.backoff = retries, backoff
@@ -393,96 +155,85 @@ class LeanVerifier:
 
     def default_deadline(self, n: int) -> float:
         """Seconds one ``verify()`` of ``n`` proofs may take: every proof using its whole header
-        and body timeout on a pool of ``repls``, plus one full retry round."""
+        and body timeout on a pool of ``repls``, plus ``retries`` whole request timeouts."""
         return math.ceil(n / self.repls) * 2 * self.timeout + self.retries * self.http_timeout + 30
 
     def _client(self):
-        import httpx
-
-        headers = {"Accept-Encoding": "identity"}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
-        transport = self.transport
-        if transport is None:
-            transport = httpx.AsyncHTTPTransport(limits=limits)
-            pool = getattr(transport, "_pool", None)
-            if pool is not None and hasattr(pool, "_network_backend"):
-                pool._network_backend = _DaemonDnsBackend(pool._network_backend)
-        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=self.http_timeout, limits=limits,
-                                 transport=transport)
+        return open_client(self.url, self._api_key, connections=self.concurrency, http_timeout=self.http_timeout,
+                           transport=self.transport)
 
     async def _request(self, client, method: str, path: str, payload: dict | None) -> tuple[int, Any]:
-        """``(status, parsed JSON or None)``; raises ``_Unanswered`` when no complete answer came."""
-        import httpx
-
-        try:
-            async with asyncio.timeout(self.http_timeout):
-                async with client.stream(method, path, json=payload) as resp:
-                    body, size = [], 0
-                    async for chunk in resp.aiter_bytes():
-                        size += len(chunk)
-                        if size > self.max_response_bytes:
-                            return resp.status_code, _TooLarge(size)
-                        body.append(chunk)
-                    raw = b"".join(body)
-        except TimeoutError:
-            raise _Unanswered(f"request got no complete answer within {self.http_timeout:g} s", timed_out=True) from None
-        except httpx.HTTPError as exc:
-            raise _Unanswered(f"connection error: {type(exc).__name__}: {exc}") from None
-        except OSError as exc:  # DNS failures surface from the resolver thread as OSError
-            raise _Unanswered(f"connection error: {type(exc).__name__}: {exc}") from None
-        try:
-            return resp.status_code, json.loads(raw)
-        except (ValueError, RecursionError) as exc:
-            return resp.status_code, _Malformed(f"{type(exc).__name__}: {str(exc)[:100]}", raw[:200])
+        """``(status, parsed JSON or Malformed/TooLarge)``; raises ``Unanswered`` when no complete answer came."""
+        return await exchange(client, method, path, payload, http_timeout=self.http_timeout,
+                              max_bytes=self.max_response_bytes)
 
     # -- one batch ----------------------------------------------------------------------------
 
-    def _fail(self, call: _Call, items: list[tuple[str, str]], status: str, why: str) -> None:
+    def _fail(self, call: Call, items: Items, status: str, why: str) -> None:
         for sid, code in items:
             call.verdicts.setdefault(sid, Verdict(sid, status, error=self._redact(why), code=code))
 
-    def _accept(self, call: _Call, items: list[tuple[str, str]], results: Any) -> list[tuple[str, str]]:
+    def _accept(self, call: Call, items: Items, answer: Any) -> Items:
         """Verdicts from a 200 answer; returns the items to retry ("No available REPLs")."""
-        if not isinstance(results, dict) or not isinstance(results.get("results"), list):
-            raise _BadAnswer("the answer has no 'results' list")
-        by_id: dict[str, list] = {}
-        for r in results["results"]:
-            rid = r.get("id") if isinstance(r, dict) else None
-            if isinstance(rid, str):
-                by_id.setdefault(rid, []).append(r)
+        by_id = _results_by_id(answer)
         retry = []
         for sid, code in items:
-            found = by_id.get(sid, [])
-            if len(found) != 1:
-                why = "the server returned no result for this id" if not found else \
-                    f"the server returned {len(found)} results for this id"
-                call.verdicts[sid] = Verdict(sid, "server_error", error=why)
-                continue
-            try:
-                r = self._redact_value(found[0])
-            except RecursionError:  # one result nested past Python's stack: that item alone fails
-                call.verdicts[sid] = Verdict(sid, "server_error", error="unrecognised result: nested too deeply to read",
-                                             code=code)
-                continue
-            problem = result_problem(r)
-            if problem is not None:
-                call.verdicts[sid] = Verdict(sid, "server_error", error=f"unrecognised result: {problem}", response=r,
-                                             code=code)
-                continue
-            if r.get("error") is not None and r["error"].strip() == NO_REPLS:
+            verdict = self._verdict(sid, code, by_id.get(sid, []))
+            if verdict is None:
                 retry.append((sid, code))
-                continue
-            resp = r.get("response") or {}
-            call.verdicts[sid] = Verdict(sid, classify(r, code=code), messages=list(resp.get("messages", [])),
-                                         time=r.get("time") if isinstance(r.get("time"), (int, float)) else None,
-                                         error=r.get("error"), response=r, code=code)
+            else:
+                call.verdicts[sid] = verdict
         return retry
 
-    async def _check(self, client, sem: asyncio.Semaphore, call: _Call, items: list[tuple[str, str]]) -> None:
-        last, timed_out = "no attempt made", False
-        attempt = 0
+    def _verdict(self, sid: str, code: str, found: list) -> Verdict | None:
+        """The verdict for one item from the results that name its id; ``None``: retry it (no free REPL)."""
+        if len(found) != 1:
+            why = "the server returned no result for this id" if not found else \
+                f"the server returned {len(found)} results for this id"
+            return Verdict(sid, "server_error", error=why)
+        problem = result_problem(found[0])  # before redacting: a redacted copy no longer marks a key given twice
+        try:
+            r = self._redact_value(found[0])
+        except RecursionError:  # one result nested past Python's stack: that item alone fails
+            return Verdict(sid, "server_error", error="unrecognised result: nested too deeply to read", code=code)
+        if problem is not None:
+            return Verdict(sid, "server_error", error=f"unrecognised result: {self._redact(problem)}", response=r,
+                           code=code)
+        if r.get("error") is not None and r["error"].strip() == NO_REPLS:
+            return None
+        resp = r.get("response") or {}
+        return Verdict(sid, classify(r, code=code), messages=list(resp.get("messages", [])),
+                       time=r.get("time") if isinstance(r.get("time"), (int, float)) else None,
+                       error=r.get("error"), response=r, code=code)
+
+    async def _settle(self, client, sem: asyncio.Semaphore, call: Call, items: Items, status: int,
+                      body: Any) -> tuple[Items, str] | None:
+        """What one answer settles: ``None`` when every item has its verdict (or went to a split
+        half), else the items still to retry and why."""
+        text = preview(body)
+        if isinstance(body, TooLarge):
+            return self._fail(call, items, "server_error", f"response over {self.max_response_bytes} bytes")
+        if status == 401:
+            return self._fail(call, items, "server_error", f"HTTP 401 from the server: {text} (set LEAN_SERVER_API_KEY)")
+        if status == 500 and len(items) > 1:  # one snippet's REPL died: halve, down to the proof that fails
+            half = len(items) // 2
+            await asyncio.gather(self._check(client, sem, call, items[:half]),
+                                 self._check(client, sem, call, items[half:]))
+            return None
+        if status == 429 or status >= 500:
+            return items, f"HTTP {status}: {text}"
+        if status != 200:
+            return self._fail(call, items, "server_error", f"HTTP {status}: {text}")  # retrying cannot help
+        if isinstance(body, Malformed):
+            return items, f"malformed response: {body.why}"
+        try:
+            return self._accept(call, items, body), f"HTTP 200 with per-proof error {NO_REPLS!r}"
+        except BadAnswer as exc:
+            return items, f"malformed response: {exc}"
+
+    async def _check(self, client, sem: asyncio.Semaphore, call: Call, items: Items) -> None:
+        """Verdicts for one batch: up to ``retries`` requests, with backoff between them."""
+        last, timed_out, attempt = "no attempt made", False, 0
         while items and attempt < self.retries:
             payload = {"snippets": [{"id": s, "code": c} for s, c in items], "timeout": self.timeout, "reuse": True}
             try:
@@ -490,35 +241,15 @@ class LeanVerifier:
                     if call.broken:  # checked after the wait for a slot: the breaker may have tripped meanwhile
                         return self._fail(call, items, "server_error", call.broken)
                     status, body = await self._request(client, "POST", "/api/check", payload)
-            except _Unanswered as exc:
+            except Unanswered as exc:
                 call.unanswered(str(exc))
                 last, timed_out = str(exc), exc.timed_out
             else:
                 call.answered()
                 timed_out = False
-                text = _preview(body)
-                if isinstance(body, _TooLarge):
-                    return self._fail(call, items, "server_error", f"response over {self.max_response_bytes} bytes")
-                if status == 401:
-                    return self._fail(call, items, "server_error",
-                                      f"HTTP 401 from the server: {text} (set LEAN_SERVER_API_KEY)")
-                if status == 500 and len(items) > 1:
-                    half = len(items) // 2
-                    await asyncio.gather(self._check(client, sem, call, items[:half]),
-                                         self._check(client, sem, call, items[half:]))
+                if (left := await self._settle(client, sem, call, items, status, body)) is None:
                     return None
-                if status == 429 or status >= 500:
-                    last = f"HTTP {status}: {text}"
-                elif status != 200:
-                    return self._fail(call, items, "server_error", f"HTTP {status}: {text}")  # retrying cannot help
-                elif isinstance(body, _Malformed):
-                    last = f"malformed response: {body.why}"
-                else:
-                    try:
-                        items = self._accept(call, items, body)
-                        last = f"HTTP 200 with per-proof error {NO_REPLS!r}"
-                    except _BadAnswer as exc:
-                        last = f"malformed response: {exc}"
+                items, last = left
             attempt += 1
             if items and attempt < self.retries:
                 # spread (0.5, 1.0): a wait never exceeds its nominal delay, so 10 s bounds every wait
@@ -529,17 +260,12 @@ class LeanVerifier:
 
     # -- the public calls ----------------------------------------------------------------------
 
-    def _prepare(self, codes: list[Any], call: _Call) -> list[tuple[str, str]]:
+    def _prepare(self, codes: list[Any], call: Call) -> Items:
+        """The items to send: bad inputs get ``input_error`` here; header-less proofs get ``header``."""
         items, headerless = [], 0
         for sid, code in zip(call.ids, codes):
-            if not isinstance(code, str):
-                call.verdicts[sid] = Verdict(sid, "input_error", error=f"a proof must be a str, got {type(code).__name__}")
-                continue
-            try:
-                code.encode("utf-8")
-            except UnicodeEncodeError as exc:
-                call.verdicts[sid] = Verdict(sid, "input_error", error=f"not valid UTF-8 ({exc.reason} at {exc.start}); "
-                                             "not sent")
+            if (why := _input_problem(code)) is not None:
+                call.verdicts[sid] = Verdict(sid, "input_error", error=why)
                 continue
             if not has_header(code):
                 if self.header:
@@ -553,31 +279,35 @@ class LeanVerifier:
                           "LeanVerifier(header='import Init') (or the problem's own imports).", stacklevel=3)
         return items
 
+    async def _run_batches(self, call: Call, items: Items, budget: float) -> None:
+        """Every batch of ``items`` under one deadline of ``budget`` seconds; late batches are cancelled."""
+        sem = asyncio.Semaphore(self.concurrency)
+        async with self._client() as client:
+            tasks = [asyncio.create_task(self._check(client, sem, call, items[k: k + self.batch_size]))
+                     for k in range(0, len(items), self.batch_size)]
+            done, pending = await asyncio.wait(tasks, timeout=budget)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+            for task in done:
+                if not task.cancelled() and task.exception() is not None:
+                    exc = task.exception()
+                    warnings.warn(f"verifier batch failed unexpectedly: {type(exc).__name__}: {exc}", stacklevel=3)
+
     async def averify(self, codes: list[Any], *, deadline: float | None = None) -> list[Verdict]:
         """One :class:`Verdict` per code, in input order, within ``deadline`` seconds (default
         :meth:`default_deadline`); proofs unanswered at the deadline get ``timeout_error``."""
-        if deadline is not None and not _is_seconds(deadline):
+        if deadline is not None and not is_seconds(deadline):
             raise ValueError(f"verify: deadline must be a finite number of seconds > 0, got {deadline!r}")
         if not codes:
             return []
         codes = list(codes)
         n_batches = math.ceil(len(codes) / self.batch_size)
-        call = _Call([str(i) for i in range(len(codes))], self.retries * min(self.concurrency, n_batches))
+        call = Call([str(i) for i in range(len(codes))], self.retries * min(self.concurrency, n_batches))
         items = self._prepare(codes, call)
         budget = deadline if deadline is not None else self.deadline or self.default_deadline(len(items))
         if items:
-            sem = asyncio.Semaphore(self.concurrency)
-            async with self._client() as client:
-                tasks = [asyncio.create_task(self._check(client, sem, call, items[k: k + self.batch_size]))
-                         for k in range(0, len(items), self.batch_size)]
-                done, pending = await asyncio.wait(tasks, timeout=budget)
-                for task in pending:
-                    task.cancel()
-                await asyncio.gather(*pending, return_exceptions=True)
-                for task in done:
-                    if not task.cancelled() and task.exception() is not None:
-                        exc = task.exception()
-                        warnings.warn(f"verifier batch failed unexpectedly: {type(exc).__name__}: {exc}", stacklevel=2)
+            await self._run_batches(call, items, budget)
         for sid in call.ids:
             call.verdicts.setdefault(sid, Verdict(sid, "timeout_error",
                                                   error=f"no verdict within the call's deadline of {budget:g} s"))
@@ -593,7 +323,7 @@ class LeanVerifier:
             async with asyncio.timeout(deadline), self._client() as client:
                 status, body = await self._request(client, "GET", "/health", None)
                 return status == 200 and isinstance(body, dict) and body.get("status") == "ok"
-        except (_Unanswered, TimeoutError):
+        except (Unanswered, TimeoutError):
             return False
 
     def health(self, deadline: float = 10.0) -> bool:
@@ -630,43 +360,26 @@ def forget_line_schemes() -> None:
     LeanVerifier._schemes.clear()
 
 
-class _Unanswered(Exception):
-    """No complete HTTP answer (timeout, connection, DNS)."""
-
-    def __init__(self, message: str, *, timed_out: bool = False):
-        super().__init__(message)
-        self.timed_out = timed_out
-
-
-class _BadAnswer(Exception):
-    """A 200 answer without the ``results`` list."""
-
-
-def _preview(body: Any) -> str:
-    """The first 200 characters of an answer, for error lines; never raises (a deep answer is named, not dumped)."""
-    if isinstance(body, _Malformed):
-        return body.text
-    if isinstance(body, _TooLarge):
-        return str(body)
+def _input_problem(code: Any) -> str | None:
+    """Why ``code`` cannot be sent (not a string, not valid UTF-8), or ``None``."""
+    if not isinstance(code, str):
+        return f"a proof must be a str, got {type(code).__name__}"
     try:
-        return json.dumps(body)[:200]
-    except (RecursionError, ValueError, TypeError):
-        return "(an answer nested too deeply to show)"
+        code.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"not valid UTF-8 ({exc.reason} at {exc.start}); not sent"
+    return None
 
 
-@dataclass
-class _Malformed:
-    why: str
-    raw: bytes
-
-    @property
-    def text(self) -> str:
-        return self.raw.decode("utf-8", "replace")
-
-
-@dataclass
-class _TooLarge:
-    size: int
-
-    def __str__(self) -> str:
-        return f"response over the size cap (read {self.size} bytes)"
+def _results_by_id(answer: Any) -> dict[str, list]:
+    """The answer's results grouped by their string ids; :class:`BadAnswer` when it has no one ``results`` list."""
+    if not isinstance(answer, dict) or not isinstance(answer.get("results"), list):
+        raise BadAnswer("the answer has no 'results' list")
+    if isinstance(answer, KeyGivenTwice):
+        raise BadAnswer(f"the answer gives the key {ascii(answer.twice)[:60]} twice")
+    by_id: dict[str, list] = {}
+    for r in answer["results"]:
+        rid = r.get("id") if isinstance(r, dict) else None
+        if isinstance(rid, str):
+            by_id.setdefault(rid, []).append(r)
+    return by_id

@@ -103,7 +103,7 @@ def build_feedback(code: str, result: dict[str, Any], *, max_errors: int = 3,
     ``""`` when there is none (a proof with only ``sorry`` gets no feedback in the recipe).
     ``line_scheme="recipe"`` numbers the window as the recipe does; ``"relative"`` /
     ``"absolute"`` number it as the code the model wrote, for a server that reports body-relative
-    or absolute lines (:func:`kimina_edu.lean.client.LeanVerifier.line_scheme` finds out which).
+    or absolute lines (:meth:`kimina_edu.lean.client.LeanVerifier.resolve_line_scheme` finds out which).
     """
     if line_scheme not in LINE_SCHEMES:
         raise ValueError(f"line_scheme must be one of {LINE_SCHEMES}; got {line_scheme!r}")

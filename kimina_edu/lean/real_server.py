@@ -36,7 +36,7 @@ LEAN_VENV_PYTHON = REPO / ".venv-lean" / "bin" / "python"
 
 # kimina-client's models (which the server imports) use ``typing.TypedDict``, which pydantic
 # rejects before Python 3.12 — the bug upstream PR #63 fixes, unreleased on PyPI. The server
-# process gets the same fix from outside as our client (``client._import_kimina_client``).
+# process gets the same fix from outside as our client (``verdicts._import_kimina_client``).
 _LAUNCH = ("import typing, typing_extensions, runpy; typing.TypedDict = typing_extensions.TypedDict; "
            "runpy.run_module('server', run_name='__main__', alter_sys=True)")
 
@@ -119,7 +119,7 @@ class RealLeanServer:
 
         if self.proc and self.proc.poll() is None:
             try:
-                os.killpg(self.proc.pid, signal.SIGTERM)  # the server and the REPLs it spawned (own session)
+                os.killpg(self.proc.pid, signal.SIGTERM)  # the server and the REPLs it spawned (its own process group, setsid)
                 self.proc.wait(timeout=10)
             except (subprocess.TimeoutExpired, ProcessLookupError):
                 try:

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from kimina_edu.lean.client import LeanVerifier, Verdict
+from kimina_edu.lean.client import LeanVerifier
 from kimina_edu.lean.feedback import FILTERED_FEEDBACK, VALID_FEEDBACK, LineScheme, build_feedback
 from kimina_edu.lean.format import FormatError, check_conversation, check_format
 from kimina_edu.lean.proof import extract_proof
+from kimina_edu.lean.verdicts import Verdict
 
 
 def lean_reward(response: str, formal_statement: str, verdict: Verdict | None) -> float:
