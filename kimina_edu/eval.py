@@ -76,34 +76,60 @@ def in_run_questions(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return entries[:IN_RUN_EVAL]
 
 
-# Bump when greedy decoding changes what it writes: cached evaluations from before are then not reused.
-EVAL_CACHE_VERSION = 1
+# Bump when greedy decoding changes what it writes, or the key's meaning changes: cached evaluations from
+# before are then not reused. 2: keyed by the weights the policy computes with (the base inside
+# ``disable_adapter()``), not by its adapters' merged sums whatever their state.
+EVAL_CACHE_VERSION = 2
+
+
+def _digest_tensors(digest, pairs) -> None:
+    import torch
+
+    for name, tensor in pairs:
+        t = tensor.detach().to("cpu").contiguous()
+        digest.update(f"{name}{tuple(t.shape)}{t.dtype}".encode())
+        digest.update(t.view(-1).view(torch.uint8).numpy())
 
 
 def evaluation_key(model, tok, entries: list[dict[str, Any]], max_new_tokens: int, batch_size: int) -> str:
-    """What a greedy evaluation's result depends on, hashed: the policy's merged weights (bytes), the
+    """What a greedy evaluation's result depends on, hashed: the weights the policy computes with
+    (:func:`kimina_edu.merged_weights.effective_weights`: inside ``model.disable_adapter()`` the base,
+    so the reference is never read back as the adapted policy), the decoder that runs them, the
     tokenizer and chat template, the questions and answers, the lengths, the batch (padding changes
-    floating-point sums) and the thread count (so does that)."""
+    floating-point sums) and the thread count (so does that).
+
+    The plain-torch decoder computes with exactly those merged weights; ``model.generate`` runs a PEFT
+    policy's base and adapter matrices apart, so there the key also holds every raw tensor and whether
+    the adapters are off: the same sums from another split round differently."""
     import hashlib
     import json
 
     import torch
 
-    from kimina_edu.rollouts import vllm_weights
+    from kimina_edu import smalldecode
+    from kimina_edu.merged_weights import effective_weights
 
+    merged = smalldecode.supported(model) is None
+    raw = not merged and hasattr(model, "peft_config")
     digest = hashlib.sha256()
     vocab = tok.get_vocab() if hasattr(tok, "get_vocab") else None  # by content: two loads' paths may differ
     header = {"version": EVAL_CACHE_VERSION,
               "tokenizer": [sorted(vocab.items()) if vocab else None, getattr(tok, "eos_token_id", None),
                             getattr(tok, "pad_token_id", None), getattr(tok, "chat_template", None)],
               "max_new_tokens": max_new_tokens, "batch_size": batch_size, "threads": torch.get_num_threads(),
-              "entries": entries}
+              "decoder": "merged weights" if merged else "model forward",
+              "adapters_off": _adapters_off(model) if raw else None, "entries": entries}
     digest.update(json.dumps(header, sort_keys=True, default=str).encode())
-    for name, tensor in vllm_weights(model):
-        t = tensor.detach().to("cpu").contiguous()
-        digest.update(f"{name}{tuple(t.shape)}{t.dtype}".encode())
-        digest.update(t.view(-1).view(torch.uint8).numpy())
+    _digest_tensors(digest, effective_weights(model))
+    if raw:
+        _digest_tensors(digest, model.named_parameters())
     return digest.hexdigest()[:16]
+
+
+def _adapters_off(model) -> list[bool]:
+    """Each PEFT layer's switch, in order: ``disable_adapter()`` flips them all."""
+    return [bool(m.disable_adapters) for m in model.modules() if hasattr(m, "disable_adapters")
+            and not hasattr(m, "peft_config")]
 
 
 def _cached_evaluation(path, n: int) -> dict[str, Any] | None:

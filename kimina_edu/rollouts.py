@@ -23,12 +23,11 @@ from __future__ import annotations
 import copy
 import os
 import random
-import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from kimina_edu import smalldecode
+from kimina_edu.merged_weights import refresh_merged, vllm_weights
 from kimina_edu.rewards import SYSTEM_PROMPT, chat_messages
 
 
@@ -252,13 +251,24 @@ def generate(model, tok, prompts: list[str], *, max_new_tokens: int, temperature
     return prompt_ids, generate_ids(model, tok, prompt_ids, settings)
 
 
+def _merged_copy(model):
+    """A plain model holding ``model``'s effective weights: PEFT's ``unload`` of a copy gives the base
+    model's modules, and :func:`refresh_merged` writes into them what the policy computes (a plain
+    ``merge_and_unload`` would merge the adapters even inside ``disable_adapter()``)."""
+    sampler = copy.deepcopy(model).unload().eval()
+    if not refresh_merged(sampler, model):
+        raise RuntimeError("the policy's merged weights do not fit its own unloaded copy; please report this as a bug")
+    return sampler
+
+
 class TransformersBackend:
     """Batched, KV-cached ``model.generate``: all B·G samples of a round in one call.
 
     A LoRA policy samples from a merged copy (``W + B·A·scale`` in one matrix per layer), made
     once per optimizer step in :meth:`load_policy` — the same idea as pushing weights into vLLM:
     each decoding step then runs one matmul per layer instead of three, and the trained model is
-    not touched. Its speed against the article's per-question loop is measured by
+    not touched. The copy holds what the policy computes at that moment
+    (:func:`kimina_edu.merged_weights.effective_weights`): inside ``model.disable_adapter()``, the base. Its speed against the article's per-question loop is measured by
     ``benchmarks/bench_rollouts.py`` (README, "Speed").
     """
 
@@ -281,7 +291,7 @@ class TransformersBackend:
         if self._kept is not None and self._kept[0] is model and refresh_merged(self._kept[1], model):
             self._sampler = self._kept[1]
             return
-        self._sampler = copy.deepcopy(model).merge_and_unload().eval()
+        self._sampler = _merged_copy(model)
         self._kept = None if arithmetic_bound(model) else (model, self._sampler)
 
     def generate(self, tok, prompt_ids: list[list[int]], settings: SamplingSettings) -> Generation:
@@ -295,74 +305,7 @@ class TransformersBackend:
         self._sampler = None
 
 
-def refresh_merged(merged, model) -> bool:
-    """Write ``model``'s merged weights (:func:`vllm_weights`: base + each LoRA delta, the sum PEFT's
-    ``merge_and_unload`` computes) into ``merged``, a merged copy made from it earlier. False, with
-    nothing written, when the two no longer have the same parameters (then make a new copy)."""
-    import torch
-
-    params = dict(merged.named_parameters())
-    weights = list(vllm_weights(model))
-    if {name for name, _ in weights} != set(params) or any(
-            (params[n].shape, params[n].dtype, params[n].device) != (t.shape, t.dtype, t.device) for n, t in weights):
-        return False  # the policy was reshaped, cast or moved since the copy was made
-    with torch.no_grad():
-        for name, tensor in weights:
-            params[name].copy_(tensor)
-    return True
-
-
 # ------------------------------------------------------------------ vLLM sampling
-
-# PEFT wraps the model as ``base_model.model.<the original names>``; a LoRA layer keeps the
-# original weight under ``.base_layer`` and adds ``lora_A``/``lora_B``/… tensors vLLM has no slot
-# for (its loader raises ValueError on an unknown name: vllm/model_executor/models/utils.py:417,
-# v0.30.0). Same cleaning as TRL 1.16 (trl/generation/vllm_generation.py, _iter_named_params).
-_PEFT_PREFIX = "base_model.model."
-_ADAPTER_TENSOR = re.compile(r"\.(lora_[A-Za-z_]+|original_module)\.")
-
-
-def vllm_weights(model) -> Iterator[tuple[str, Any]]:
-    """``(name, tensor)`` pairs of the policy's *merged* weights under the names of the base
-    checkpoint — what vLLM's ``load_weights`` expects — computed without touching ``model``.
-
-    For each LoRA layer the tensor is ``base + delta`` (PEFT's own ``get_delta_weight``: the same
-    matrix ``merge_and_unload`` would write), one layer at a time, so the adapter stays separate and
-    trainable and no second copy of the model is made. TRL instead merges in place and unmerges
-    after the push (``merge_adapter`` … ``unmerge_adapter``), which leaves rounding drift in the
-    base weights; computing the sum aside avoids it. Tied embeddings come once (``named_parameters``
-    de-duplicates them), as vLLM wants.
-    """
-    import torch
-
-    peft_cfg = getattr(model, "peft_config", None) or {}
-    if any(getattr(c, "use_dora", False) for c in peft_cfg.values()):
-        raise ValueError("vllm_weights does not merge DoRA adapters: train with use_dora=False to sample with vLLM")
-    modules = dict(model.named_modules())
-    for name, param in model.named_parameters():
-        if _ADAPTER_TENSOR.search(name):
-            continue  # an adapter's own tensor: already inside the merged weight below
-        tensor = param.detach()
-        if ".base_layer." in name:
-            owner_name, _, leaf = name.partition(".base_layer.")
-            owner = modules[owner_name]
-            if leaf == "weight" and not getattr(owner, "merged", False):
-                with torch.no_grad():
-                    adapters = [a for a in owner.active_adapters
-                                if a in getattr(owner, "lora_A", {}) or a in getattr(owner, "lora_embedding_A", {})]
-                    if adapters:
-                        tensor = tensor.clone()
-                    for adapter in adapters:
-                        # PEFT's merge: `weight += delta` in place — an fp32 delta into a bf16 base is rounded
-                        # once; `base + delta.to(bf16)` would round twice
-                        tensor += owner.get_delta_weight(adapter)
-            name = f"{owner_name}.{leaf}"
-        name = name.removeprefix(_PEFT_PREFIX)
-        name = re.sub(r"\.modules_to_save\.[^.]+\.", ".", name)
-        if "lora_" in name or "base_layer" in name or name.startswith("base_model."):
-            raise RuntimeError(f"vllm_weights could not map parameter {name!r} to a checkpoint name")
-        yield name, tensor
-
 
 class VLLMBackend:
     """vLLM rollouts in the learner's process, on a CUDA GPU. Pinned: vLLM 0.30.0 (the ``gpu`` extra).
@@ -498,5 +441,4 @@ __all__ = [
     "generate",
     "generate_ids",
     "trim_completion",
-    "vllm_weights",
 ]

@@ -2,8 +2,8 @@
 
 The pocket model (~1 M parameters, 4 layers) does almost no arithmetic per token: a decoding step
 of 48 rows multiplies a few hundred thousand weights. In ``model.generate`` a step cost about 15 ms
-(cProfile, benchmarks/README.md, fourteenth session): the framework around the network, a
-``torch.multinomial`` that spends a random number on every vocabulary entry, top-p's full sort, and
+(cProfile of one chapter-4 round, 8 prompts × 6, AMD box, 2026-12-04; benchmarks/README.md, "The
+pocket model"): the framework around the network, a ``torch.multinomial`` that spends a random number on every vocabulary entry, top-p's full sort, and
 every prompt prefilled once per sample. Here the same network runs as a short loop over
 preallocated tensors — one fused q/k/v matmul and one fused gate/up matmul per layer, a cos/sin
 table looked up by position, a key/value cache written in place, each prompt prefilled once — and
@@ -13,9 +13,10 @@ table looked up by position, a key/value cache written in place, each prompt pre
 The real SmolLM2 (135 M parameters) runs through the same loop on a CPU, with two options that pay
 only where a step is arithmetic: the system turn every prompt starts with is run once
 (``share_prefix``), and finished rows leave the batch (``drop_finished``). Its top-p draw ranks only
-the nucleus (:func:`_top_p_run`) — sorting its 49,152-token vocabulary for 48 rows had cost ~90 ms a
-step. Measured against transformers' forward with its cache (benchmarks/README.md, fifteenth
-session): 1.35–1.6× the tokens/s, greedy and sampling alike (the same tokens when greedy).
+the nucleus (:func:`_top_p_run`) — ranking its 49,152-token vocabulary for 48 rows had cost ~96 ms a
+step. Measured against transformers' forward with its cache (``python benchmarks/bench_smollm2.py``,
+AMD box, 2026-12-05; benchmarks/README.md, "SmolLM2"): 1.35–1.55× the tokens/s, greedy and sampling
+alike (the same tokens when greedy).
 
 Greedy, it writes ``generate``'s tokens; sampling, it draws from ``generate``'s distribution
 (temperature → top-p → min-p) but not the same draws (tests/test_smalldecode.py). The course's
@@ -30,6 +31,8 @@ caller then uses ``model.generate`` (a small model) or
 from __future__ import annotations
 
 from typing import Any
+
+from kimina_edu.merged_weights import effective_weights
 
 
 def supported(model) -> str | None:
@@ -59,7 +62,9 @@ class SmallLlama:
     """A snapshot of a Llama's (merged) weights, decoded without ``transformers`` in the loop.
 
     ``weights``: ``(name, tensor)`` pairs under the base checkpoint's names — a plain model's
-    ``named_parameters()``, or a LoRA policy's merged sums (:func:`kimina_edu.rollouts.vllm_weights`).
+    ``named_parameters()``, or what a PEFT policy computes with
+    (:func:`kimina_edu.merged_weights.effective_weights`: the merged sums, or the base inside
+    ``model.disable_adapter()``).
     """
 
     def __init__(self, config, weights) -> None:
@@ -88,10 +93,8 @@ class SmallLlama:
 
     @classmethod
     def from_model(cls, model) -> SmallLlama:
-        from kimina_edu.rollouts import vllm_weights
-
         inner = model.get_base_model() if hasattr(model, "get_base_model") else model
-        return cls(inner.config, vllm_weights(model))
+        return cls(inner.config, effective_weights(model))
 
     def _rms(self, x, weight):
         return weight * (x * (x.pow(2).mean(-1, keepdim=True) + self.eps).rsqrt())
@@ -259,7 +262,8 @@ def _top_p_run(probs, top_p: float):
     keeps: ``k`` starts at :data:`TOP_P_FIRST_K` and doubles until each row's ranked mass reaches
     ``top_p`` — a token past that run has at least ``top_p`` ranked above it, so top-p drops it. A
     trained model's nucleus is a few dozen tokens: ranking SmolLM2's whole 49,152-token vocabulary for
-    48 rows took ~90 ms a decoding step (benchmarks/README.md, fifteenth session), ranking 64 ~2 ms."""
+    48 rows took ~96 ms a decoding step, ranking 64 ~2 ms (SmolLM2 sampling 8 questions × 6 on a CPU,
+    AMD box, 2026-12-05; benchmarks/README.md, "SmolLM2")."""
     vocab = probs.shape[-1]
     k = min(TOP_P_FIRST_K, vocab)
     while True:

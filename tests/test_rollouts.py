@@ -83,7 +83,7 @@ def test_logprobs_at_a_temperature_are_those_of_softmax_of_logits_over_t(share):
     model = tiny_random_llama(vocab_size=97, seed=1)
     prompt = [5, 9, 11]
     rows = [Rollout(prompt, c, [], 0.0, 0.0, False) for c in ([3, 4], [7, 8, 9], [2])]  # one group: a shared prompt
-    got, mask = completion_logprobs(model, rows, 0, temperature=0.7, share_prompts=share)
+    got, _mask = completion_logprobs(model, rows, 0, temperature=0.7, share_prompts=share)
     with torch.no_grad():
         for i, r in enumerate(rows):
             ids = torch.tensor([r.prompt_ids + r.completion_ids])
@@ -173,7 +173,7 @@ def test_a_small_models_merged_copy_is_refreshed_in_place_bit_for_bit(monkeypatc
     fresh ``merge_and_unload`` of the moved policy gives (the course's sampled figures depend on it)."""
     import copy
 
-    from kimina_edu import rollouts
+    from kimina_edu import merged_weights, rollouts
 
     model, tok = load_policy("pocket", recipe=SMOKE, lora=lora_config(r=4, alpha=8), verbose=False)
     backend = TransformersBackend()
@@ -203,10 +203,10 @@ def test_a_small_models_merged_copy_is_refreshed_in_place_bit_for_bit(monkeypatc
         for name, p in mixed.named_parameters():
             if "lora_" in name:
                 p.add_(torch.randn_like(p) * 0.05)
-    assert rollouts.refresh_merged(kept_mixed, mixed)
+    assert merged_weights.refresh_merged(kept_mixed, mixed)
     fresh = dict(copy.deepcopy(mixed).merge_and_unload().named_parameters())
     assert all(torch.equal(p, fresh[n]) for n, p in kept_mixed.named_parameters())
-    assert not rollouts.refresh_merged(kept_mixed.float(), mixed), "a copy of another dtype is made anew"
+    assert not merged_weights.refresh_merged(kept_mixed.float(), mixed), "a copy of another dtype is made anew"
 
     monkeypatch.setattr(rollouts, "ARITHMETIC_BOUND_PARAMS", 0)  # a large model: no copy kept while it learns
     large = TransformersBackend()

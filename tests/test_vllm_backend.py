@@ -30,6 +30,7 @@ import pytest
 import torch
 
 from kimina_edu.lora import lora_config
+from kimina_edu.merged_weights import vllm_weights
 from kimina_edu.models import base_model_path, load_policy
 from kimina_edu.pocket import PocketRecipe
 from kimina_edu.rewards import RewardBreakdown
@@ -40,7 +41,6 @@ from kimina_edu.rollouts import (
     _read_vllm_outputs,
     chat_prompt,
     encode_prompts,
-    vllm_weights,
 )
 from kimina_edu.tasks import SEEDS, make_entries
 from kimina_edu.trainer import GRPOTrainer, TrainConfig, truncated_importance_weights
