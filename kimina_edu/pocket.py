@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from kimina_edu.cache import build_once
+from kimina_edu.errors import PocketModelError
 from kimina_edu.rewards import chat_messages
 from kimina_edu.runtime import cache_dir, file_sha256, package_versions, recipe_hash
 from kimina_edu.tasks import SEEDS, make_entries, restatement
@@ -69,7 +70,7 @@ class PocketRecipe:
     the model must restate a question's claim right most of the time, or GRPO can only learn the
     premises-only shortcut (``tasks.premises_only_accuracy``) and stalls near its ceiling.
     Shorter pretraining read fewer claims, and the GRPO goal then failed for most seeds
-    (benchmarks/README.md, sixth and seventh sessions).
+    (benchmarks/README.md, "Chapter 4: the premise-only shortcut").
     """
 
     vocab_size: int = 2048
@@ -184,10 +185,6 @@ def _pretrain(model, tok, corpus: list[str], recipe: PocketRecipe, progress: boo
         bar.set_postfix(loss=f"{loss.item():.3f}")
     model.eval()
     return losses
-
-
-class PocketModelError(RuntimeError):
-    """A shipped pocket model file is missing or does not match its record: one line, what to do."""
 
 
 def recipe_key(recipe: PocketRecipe) -> str:

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from kimina_edu.cache import build_once
+from kimina_edu.errors import TeacherUnavailableError
 from kimina_edu.models import base_model_path
-from kimina_edu.params import LearnerError
 from kimina_edu.pocket import PocketRecipe
 from kimina_edu.retry import backoff_delay
 from kimina_edu.rewards import SYSTEM_PROMPT, chat_messages, correctness_reward, extract_answer, format_reward
@@ -56,10 +56,6 @@ class TeacherReport:
     kept: int = 0
     dropped: Counter = field(default_factory=Counter)
     failures: str = ""  # the hosted teacher's unanswered questions by reason (OpenAITeacher.failure_summary)
-
-
-class TeacherUnavailableError(LearnerError, RuntimeError):
-    """The hosted teacher gave nothing to learn from; the message says why and what to do."""
 
 
 class OpenAITeacher:
