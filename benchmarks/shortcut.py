@@ -3,7 +3,8 @@
 A syllogism's verdict depends on the premises *and* the claim. A policy that reads only the
 premises can still score up to ``tasks.premises_only_accuracy`` on the held-out split; GRPO from
 an SFT'd model that rarely reads the claim right climbs to about there and stops once its samples
-agree. Three measurements (results: benchmarks/README.md, the premise-only shortcut):
+agree. Three measurements (results: benchmarks/README.md, "Chapter 4: how RL was made to work on a 1 M-parameter model";
+benchmarks/LOG.md, 2026-12-01):
 
     python -m benchmarks.shortcut reading                 # the ceiling; how often the base model restates the claim
     python -m benchmarks.shortcut reading --pocket-steps 1200   # the same for a pocket model pretrained longer (built, cached)

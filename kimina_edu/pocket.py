@@ -63,14 +63,13 @@ class PocketRecipe:
     """Everything that determines the pocket model; its hash names the cache folder.
 
     Sizes: ~1 M parameters (hidden 128, 4 layers, GQA 4/2 heads, tied embeddings) —
-    SmolLM-135M's shape scaled down ~130× so that pretraining fits in minutes on 2 cores
-    (halving the parameters roughly doubled pretraining throughput: benchmarks/README.md).
+    SmolLM-135M's shape scaled down ~130× so that pretraining fits in minutes on 2 cores.
 
     ``pretrain_steps`` is set by what RL needs downstream, not by the loss (which flattens early):
     the model must restate a question's claim right most of the time, or GRPO can only learn the
     premises-only shortcut (``tasks.premises_only_accuracy``) and stalls near its ceiling.
     Shorter pretraining read fewer claims, and the GRPO goal then failed for most seeds
-    (benchmarks/README.md, "Chapter 4: the premise-only shortcut").
+    (benchmarks/README.md, "Chapter 4: how RL was made to work on a 1 M-parameter model").
     """
 
     vocab_size: int = 2048

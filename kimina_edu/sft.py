@@ -281,7 +281,7 @@ def completion_loss(model, inputs: dict[str, Any], num_items_in_batch=None):
     Why not TRL's own: on a CPU, TRL 1.16's fused head scores *every* position (its compact path
     is Triton-only) and adds entropy and top-1 metrics, and SmolLM2's chat prompt is 70% of each
     example (111 of 159 tokens): the head took half of an SFT step (4.6 of 9.5 s, profile in
-    benchmarks/README.md). The loss is the same sum, divided by the same token count
+    benchmarks/README.md, "Learning: SmolLM2 › Chapter 3: SFT"). The loss is the same sum, divided by the same token count
     (``num_items_in_batch``, the Trainer's count across accumulation steps, else this batch's);
     ``tests/test_sft.py`` checks it against TRL's.
     """
@@ -368,7 +368,7 @@ class SFTRecipe:
     ``dev_from_epoch`` on) whose greedy accuracy on ``dev_questions`` dev questions reaches
     ``dev_target`` — under-trained on purpose, like the article's warm-up, so chapter 4's RL has
     room to add something. A fixed epoch count landed the seeds several points apart, and RL's
-    gain shrinks as the start rises (benchmarks/README.md). SmolLM-135M and other hub models: the
+    gain shrinks as the start rises (benchmarks/LOG.md, 2026-11-30). SmolLM-135M and other hub models: the
     article's ~2e-4 and 3 epochs, no dev target (``dev_target=None``).
     """
 

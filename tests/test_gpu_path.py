@@ -2,7 +2,7 @@
 CUDA, generation through the course's sampler, and one GRPO update that moves the LoRA.
 
 Run on a lent GPU machine with ``python -m pytest tests/test_gpu_path.py``; what it found there is
-in benchmarks/README.md ("What the hub path costs").
+in benchmarks/README.md ("Speed: the hub path at real size (CPU and GPU)").
 """
 
 import pytest
