@@ -209,6 +209,8 @@ def run_notebook(
     start = time.perf_counter()
     error = ""
     workdir = tempfile.TemporaryDirectory(prefix="kimina-solutions-")
+    statements = Path(workdir.name) / "statements.jsonl"  # the kernel's per-statement timings (slowest_cell)
+    slowest = ""
     try:
         source = _with_solutions(path, Path(workdir.name)) if inject_solutions else path
         with _environment(absolute_path_variables(os.environ)):
@@ -222,42 +224,68 @@ def run_notebook(
                 start_timeout=max(60, min(timeout, 600)),  # a kernel start under load: a hang catcher, not a speed test
                 progress_bar=False,
                 log_output=False,
-                kernel_manager_class=_ipc_kernel_manager(Path(workdir.name)),
+                kernel_manager_class=_kernel_manager(Path(workdir.name), statements),
             )
     except Exception as exc:  # noqa: BLE001 — reported with the failing cell below
         error = (_failing_cell(executed) or "") + "\n" + _failure_message(exc)
     finally:
+        slowest = slowest_cell(executed, statements)
         workdir.cleanup()
     seconds = time.perf_counter() - start
     metrics_path = output_dir / "metrics.json"
     metrics = json.loads(metrics_path.read_text()) if metrics_path.exists() and not error else {}
     if not error and not metrics:
         error = "the notebook finished but wrote no metrics.json (its last cell must call write_metrics)"
-    return NotebookResult(path.stem, not error, seconds, output_dir, metrics, error.strip(), slowest_cell(executed))
+    return NotebookResult(path.stem, not error, seconds, output_dir, metrics, error.strip(), slowest)
 
 
-def _ipc_kernel_manager(folder: Path):
-    """A kernel manager whose kernel talks over Unix sockets in ``folder``: over TCP, ipykernel warns on
-    every start that code and outputs travel unencrypted (ten warnings per ``make course``), and it is
-    right — any local user could read them. Windows has no IPC transport: TCP there."""
+def _kernel_manager(folder: Path, statements: Path):
+    """A kernel manager whose kernel talks over Unix sockets in ``folder`` and times each top-level statement
+    into ``statements`` (:func:`kimina_edu.runtime.time_statements`, run as the kernel's start-up line).
+
+    Unix sockets: over TCP, ipykernel warns on every start that code and outputs travel unencrypted (ten
+    warnings per ``make course``), and it is right — any local user could read them. Windows has no IPC
+    transport: TCP there. A start-up line that fails costs the summary its statement names, nothing else."""
     from jupyter_client.manager import KernelManager
 
-    if os.name == "nt":
-        return KernelManager
+    hook = f"__import__('kimina_edu.runtime', fromlist=['_']).time_statements({str(statements)!r})"
 
-    class IPCKernelManager(KernelManager):
+    class CourseKernelManager(KernelManager):
         def __init__(self, **kwargs):
-            kwargs.setdefault("transport", "ipc")
-            kwargs.setdefault("ip", str(folder / "kernel"))
+            if os.name != "nt":
+                kwargs.setdefault("transport", "ipc")
+                kwargs.setdefault("ip", str(folder / "kernel"))
             super().__init__(**kwargs)
 
-    return IPCKernelManager
+        def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
+            return super().format_kernel_cmd(extra_arguments) + [f"--IPKernelApp.exec_lines={hook}"]
+
+    return CourseKernelManager
 
 
-def slowest_cell(executed: Path) -> str:
-    """Where an executed notebook's time went: its slowest cell (papermill times each), its seconds and
-    its first line of work (imports and comments skipped: "import json" names no cell), or its first
-    line when it has nothing else; ``""`` when the notebook has no timings."""
+def _statement_times(statements: Path | None) -> dict[int, list[tuple[str, float]]]:
+    """``{execution count: [(statement's first line, seconds), …]}`` from the kernel's timings file; a line
+    that cannot be read is skipped (a kernel killed mid-write leaves half a line)."""
+    out: dict[int, list[tuple[str, float]]] = {}
+    try:
+        lines = statements.read_text(encoding="utf-8").splitlines() if statements else []
+    except OSError:
+        return out
+    for line in lines:
+        try:
+            record = json.loads(line)
+            out[int(record["execution_count"])] = [(str(t), float(s)) for t, s in record["statements"]]
+        except (ValueError, TypeError, KeyError):
+            continue
+    return out
+
+
+def slowest_cell(executed: Path, statements: Path | None = None) -> str:
+    """Where an executed notebook's time went: its slowest cell (papermill times each), its seconds, and the
+    statement that took them — the cell's slowest top-level statement with its own seconds, from the kernel's
+    timings (``statements``, :func:`kimina_edu.runtime.time_statements`). Without them, the cell's first line
+    of work (imports and comments skipped: "import json" names no cell), or its first line when it has
+    nothing else. ``""`` when the notebook has no timings."""
     try:
         cells = json.loads(executed.read_text(encoding="utf-8")).get("cells", [])
     except (OSError, ValueError):
@@ -267,6 +295,10 @@ def slowest_cell(executed: Path) -> str:
     if not timed:
         return ""
     seconds, index, cell = max(timed, key=lambda t: t[0])
+    measured = [(t, s) for t, s in _statement_times(statements).get(cell.get("execution_count") or -1, []) if t]
+    if measured:
+        text, statement_s = max(measured, key=lambda m: m[1])
+        return f"cell {index}, {seconds:.1f} s: {text[:50]} ({statement_s:.1f} s)"
     lines = [ln.strip() for ln in "".join(cell.get("source", "")).splitlines() if ln.strip()]
     work = [ln for ln in lines if not ln.startswith(("import ", "from ", "#"))]
     first = (work or lines or [""])[0]
@@ -290,14 +322,15 @@ LEARNING_GOALS: dict[str, list[tuple[str, Any]]] = {
            ("format rate after GRPO ≥ 95%", lambda m: m["format_after"] >= 0.95),
            # the update's own effect, measured on its buffer (trainer.shift_summary): what GRPO promises.
            # On average, not in every update: AdamW's momentum carries earlier batches' directions, and
-           # single updates went the wrong way round in 4–17% of them (benchmarks/README.md, eleventh session)
+           # single updates went the wrong way round in 4–17% of them: `python -m benchmarks.robustness --seeds
+           # 0 1 2 3 4 --until grpo`, 2026-12-04 (benchmarks/README.md, "What each update does")
            ("measured updates raise rewarded completions above penalised ones, on average",
             lambda m: m["shift_pos_mean"] is not None and m["shift_pos_mean"] > m["shift_neg_mean"])],
 }
 
 
 # The real SmolLM2's (MODEL_ID='smollm2'): the article's SFT warm-up brought SmolLM-135M to 46% and RL to
-# 60%; on SmolLM2 the issue asks ≥ 70% with the format after SFT, and GRPO ≥ SFT + 3 points, in every seed.
+# 60%; on SmolLM2 the course asks ≥ 70% with the format after SFT, and GRPO ≥ SFT + 3 points, in every seed.
 # Whether they hold is measured by `python -m benchmarks.robustness --model smollm2` (README's table).
 SMOLLM2_GOALS: dict[str, list[tuple[str, Any]]] = {
     "03": [("SFT accuracy ≥ 70%", lambda m: m["sft_accuracy"] >= 0.70),
@@ -347,7 +380,7 @@ def summary_table(results: list[NotebookResult]) -> str:
     rows.append(f"{len([r for r in results if r.ok])}/{len(results)} notebooks ok, {total:.0f}s in all")
     timed = [r for r in results if r.slowest_cell]
     if timed:
-        rows.append("where the time went (each notebook's slowest cell):")
+        rows.append("where the time went (each notebook's slowest cell, named by its slowest statement and its seconds):")
         rows += [f"  {r.name:<26} {r.seconds:>7.1f}s  {r.slowest_cell}" for r in sorted(timed, key=lambda r: -r.seconds)]
     return "\n".join(rows)
 

@@ -74,7 +74,7 @@ def test_learning_goals_are_judged_on_full_runs_of_models_with_goals_only():
         f"{shift} (metrics.json has no 'shift_pos_mean')"]
 
 
-# ---- issue 17 item 4: overrides reach every notebook; runs/latest only ever points at a finished run
+# ---- overrides reach every notebook; runs/latest only ever points at a finished run
 
 ECHO = ("import json, os\nfrom pathlib import Path\nfrom kimina_edu.runtime import write_metrics\n"
         "run = Path(OUTPUT_DIR).parent\nlatest = run.parent / 'latest'\n"
@@ -146,7 +146,7 @@ def test_latest_moves_only_when_a_run_has_finished(echo_course, monkeypatch):
     assert len(marked) == 1 and not (marked[0] / "summary.txt").exists()
 
 
-# ---- issue 15 item 5: QUICK, a learner's first pass
+# ---- QUICK, a learner's first pass
 
 def test_quick_reaches_only_the_notebooks_that_declare_it(echo_course, monkeypatch):
     nbs = echo_course.parent / "notebooks"
@@ -178,7 +178,7 @@ def test_quick_runs_a_third_of_the_steps_and_is_not_judged_on_the_full_goals():
     assert course.missed_goals("04_grpo_from_scratch", done) == []
 
 
-# ---- issue 27: every flag and variable parsed once, "not given" explicit, validated, echoed
+# ---- every flag and variable parsed once, "not given" explicit, validated, echoed
 
 def test_a_flag_wins_over_the_environment_even_when_it_is_zero(echo_course, monkeypatch, capsys):
     monkeypatch.setenv("SEED", "5")
