@@ -16,6 +16,10 @@ from typing import Any
 from kimina_edu.pocket import PocketRecipe, pocket_path
 
 HUB_DEFAULT = "HuggingFaceTB/SmolLM-135M-Instruct"
+NO_TEMPLATE = "has a tokenizer without a chat template (a base model, not an instruction-tuned one)"
+# What to use instead of a base model: every chapter prompts the policy in chat turns (rollouts.chat_prompt).
+NO_TEMPLATE_FIX = ("use an instruction-tuned model that ships a chat template (e.g. HuggingFaceTB/SmolLM2-135M-Instruct, "
+                   "not SmolLM2-135M), or MODEL_ID='pocket' or 'smollm2'")
 
 
 class ModelUnavailableError(RuntimeError):
@@ -47,10 +51,10 @@ def choose_model(model_id: str = "auto") -> tuple[str, str]:
     candidate = HUB_DEFAULT if model_id == "auto" else model_id
     if Path(candidate).is_dir():
         if (reason := folder_problem(Path(candidate))) is not None:
-            raise ModelUnavailableError(
-                f"MODEL_ID={candidate!r} is a folder that {reason}: point MODEL_ID at a folder written by "
-                f"save_pretrained (model and tokenizer), or use MODEL_ID='pocket' or 'smollm2'"
-            )
+            fix = NO_TEMPLATE_FIX if reason == NO_TEMPLATE else (
+                "point MODEL_ID at a folder written by save_pretrained (model and tokenizer), "
+                "or use MODEL_ID='pocket' or 'smollm2'")
+            raise ModelUnavailableError(f"MODEL_ID={candidate!r} is a folder that {reason}: {fix}")
         return candidate, f"local folder {candidate}"
     if _in_hf_cache(candidate):
         return candidate, f"{candidate} found in the local Hugging Face cache"
@@ -74,7 +78,25 @@ def folder_problem(path: Path) -> str | None:
         return "holds config.json but no weights (*.safetensors)"
     if not any((path / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")):
         return "holds config.json and weights but no tokenizer (tokenizer.json)"
+    if not _has_chat_template(path):
+        return NO_TEMPLATE
     return None
+
+
+def _has_chat_template(path: Path) -> bool:
+    """Whether a saved tokenizer carries a chat template: transformers 5 writes ``chat_template.jinja``
+    (or a folder of named ones); older versions put it in ``tokenizer_config.json``."""
+    import json
+
+    if (path / "chat_template.jinja").is_file() or any(path.glob("additional_chat_templates/*.jinja")):
+        return True
+    for name in ("tokenizer_config.json", "chat_template.json"):
+        try:
+            if json.loads((path / name).read_text()).get("chat_template"):
+                return True
+        except (OSError, ValueError, AttributeError):
+            continue
+    return False
 
 
 def _in_hf_cache(model_id: str) -> bool:
@@ -147,11 +169,20 @@ def load_policy(
     device = resolve_device(device)
     path = base_model_path(model_id, recipe, verbose=verbose)
     dtype = dtype or policy_dtype(device)
+    from safetensors import SafetensorError
+
     try:
         tok = AutoTokenizer.from_pretrained(path)
+        if not getattr(tok, "chat_template", None):
+            raise ModelUnavailableError(f"MODEL_ID={model_id!r} ({path}) {NO_TEMPLATE}: {NO_TEMPLATE_FIX}")
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     except OSError as exc:
         raise ModelUnavailableError(f"cannot load {path!r}: {str(exc).splitlines()[0]}") from None
+    except SafetensorError as exc:
+        again = ("rebuild it with `python -m kimina_edu.smollm2 --force`" if model_id == "smollm2"
+                 else "save the model there again (save_pretrained) or point MODEL_ID elsewhere")
+        raise ModelUnavailableError(f"cannot load {path!r}: its weights file (model.safetensors) is damaged "
+                                    f"({str(exc).splitlines()[0]}): {again}") from None
     if model_id == "smollm2":
         from kimina_edu.smollm2 import tokenizer_problem
 

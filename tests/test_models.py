@@ -85,3 +85,51 @@ def test_a_folder_without_a_model_is_one_clear_line(tmp_path, contents):
     assert "\n" not in msg and str(tmp_path) in msg and "config.json" in msg and "MODEL_ID='pocket'" in msg
     with pytest.raises(ModelUnavailableError):
         choose_model(str(tmp_path))
+
+
+def test_a_folder_of_a_model_without_a_chat_template_is_one_clear_line(tmp_path):
+    """A base model (say SmolLM2-135M rather than -Instruct) has no chat template: every chapter prompts
+    in chat turns, so it is refused before loading, naming what is missing and what to use instead."""
+    _, tok = load_policy("pocket", recipe=SMOKE, verbose=False)
+    tiny = tiny_random_llama(vocab_size=len(tok), pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+    tiny.save_pretrained(tmp_path)
+    tok.chat_template = None
+    tok.save_pretrained(tmp_path)
+    for call in (lambda: choose_model(str(tmp_path)), lambda: load_policy(str(tmp_path), verbose=False)):
+        with pytest.raises(ModelUnavailableError) as err:
+            call()
+        msg = str(err.value)
+        assert "\n" not in msg and str(tmp_path) in msg and "chat template" in msg, msg
+        assert "Instruct" in msg and "MODEL_ID='pocket'" in msg, msg
+
+
+def test_a_loaded_tokenizer_without_a_chat_template_is_one_clear_line(tmp_path, monkeypatch):
+    """The same refusal where no folder check runs first (a hub id): after the tokenizer loads."""
+    from kimina_edu import models
+
+    _, tok = load_policy("pocket", recipe=SMOKE, verbose=False)
+    tiny = tiny_random_llama(vocab_size=len(tok), pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+    tiny.save_pretrained(tmp_path)
+    tok.chat_template = None
+    tok.save_pretrained(tmp_path)
+    monkeypatch.setattr(models, "base_model_path", lambda *a, **k: str(tmp_path))
+    with pytest.raises(ModelUnavailableError) as err:
+        load_policy("some-org/some-base-model", verbose=False)
+    msg = str(err.value)
+    assert "\n" not in msg and "chat template" in msg and "Instruct" in msg, msg
+
+
+def test_a_folder_whose_weights_file_is_damaged_is_one_clear_line(tmp_path):
+    """A garbled safetensors header used to surface as safetensors' own SafetensorError traceback."""
+    _, tok = load_policy("pocket", recipe=SMOKE, verbose=False)
+    tiny = tiny_random_llama(vocab_size=len(tok), pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+    tiny.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    weights = tmp_path / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[8] = ord("!")  # the header's first byte: JSON's '{'
+    weights.write_bytes(bytes(data))
+    with pytest.raises(ModelUnavailableError) as err:
+        load_policy(str(tmp_path), verbose=False)
+    msg = str(err.value)
+    assert "\n" not in msg and "model.safetensors" in msg and "damaged" in msg, msg
