@@ -142,6 +142,9 @@ def _compare_tensors(got, expected, atol: float, where: str) -> None:
 
     if tuple(got.shape) != tuple(expected.shape):
         raise _Mismatch(f"wrong shape {tuple(got.shape)}{where}, expected {tuple(expected.shape)}")
+    if expected.requires_grad and not got.requires_grad:
+        raise _Mismatch(f"returned a tensor with no gradient{where}: cut from the graph (detached, .item(), no_grad); "
+                        "the loss needs its gradient")
     g = got.detach().to("cpu", torch.float64)
     e = expected.detach().to("cpu", torch.float64)
     new_nan = torch.isnan(g) & ~torch.isnan(e)

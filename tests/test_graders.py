@@ -439,3 +439,16 @@ def test_a_stub_that_draws_random_numbers_leaves_later_draws_as_they_were():
     assert grade("my_double", reseeds, ref_double, TENSOR_CASES, quiet=True).passed
     got = (torch.rand(3), random.random(), np.random.rand())
     assert torch.equal(got[0], expected[0]) and got[1:] == expected[1:]
+
+
+def test_a_tensor_cut_from_the_graph_fails_where_the_package_keeps_the_gradient():
+    import torch
+
+    from kimina_edu.graders import Case, grade
+
+    cases = {"a": Case(args=(torch.ones(3, requires_grad=True),))}
+    cut = grade("my_f", lambda t: (t * 2).detach(), lambda t: t * 2, cases, quiet=True)
+    assert not cut.passed and "no gradient" in cut.line and "'a'" in cut.line
+    assert grade("my_f", lambda t: t * 2, lambda t: t * 2, cases, quiet=True).passed
+    with torch.no_grad():  # graded where nothing has a gradient: the package's output has none either
+        assert grade("my_f", lambda t: (t * 2).detach(), lambda t: t * 2, cases, quiet=True).passed
