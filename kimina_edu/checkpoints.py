@@ -317,7 +317,7 @@ def trainer_state(trainer) -> dict[str, Any]:
     state = {
         "step": trainer.step,
         "config": asdict(trainer.cfg),
-        "trainable": {n: p for n, p in trainer.model.named_parameters() if p.requires_grad},
+        "trainable": trainer.trainable(),
         "optimizer": trainer.optimizer.state_dict(),
         "data_rng": trainer.data_rng.getstate(),
         "torch_rng": torch.get_rng_state(),
@@ -325,6 +325,9 @@ def trainer_state(trainer) -> dict[str, Any]:
     }
     if hasattr(trainer.backend, "state_dict"):  # a sampler with its own random stream
         state["backend"] = trainer.backend.state_dict()
+    guard = getattr(trainer, "_guard_best", None)
+    if guard is not None:  # the collapse guard's best window: put back if a resumed run collapses
+        state["guard_best"] = {"step": guard[0], "weights": guard[1]}
     return state
 
 
@@ -336,23 +339,24 @@ def save_trainer(trainer) -> Path:
 def restore_trainer(trainer, path: str | os.PathLike) -> None:
     """Load the checkpoint at ``path`` into ``trainer`` and rewind its logs to that step.
 
-    Refuses a checkpoint written by a config that differs in a field that changes what is
-    trained (all but ``TrainConfig.RESUMABLE``), naming every mismatched field.
+    Refuses, before anything is copied, a checkpoint written by another config (:func:`check_config`)
+    or for other weights (:func:`check_fits`). The collapse guard's best window comes back with the
+    rest, so a resumed run that collapses puts back the same weights as the run that never stopped.
     """
     import torch
 
     state = load_state(path)
-    saved, now = state["config"], asdict(trainer.cfg)
-    resumable = getattr(type(trainer.cfg), "RESUMABLE", ())
-    mismatched = sorted(k for k in now if k not in resumable and saved.get(k) != now[k])
-    if mismatched:
-        detail = ", ".join(f"{k}: checkpoint {saved.get(k)!r} vs now {now[k]!r}" for k in mismatched)
-        raise CheckpointError(f"checkpoint {path} was written by another config — mismatched fields: {detail}")
-    check_fits(state["trainable"], {n: p for n, p in trainer.model.named_parameters() if p.requires_grad}, path)
-    named = dict(trainer.model.named_parameters())
+    check_config(state["config"], trainer.cfg, path)
+    trainable = trainer.trainable()
+    check_fits(state["trainable"], trainable, path)
+    guard = state.get("guard_best")
+    if guard is not None:
+        check_fits(guard["weights"], trainable, path)
     with torch.no_grad():
         for name, value in state["trainable"].items():
-            named[name].copy_(value)
+            trainable[name].copy_(value)
+    trainer._guard_best = None if guard is None else (
+        guard["step"], {n: v.to(trainable[n].device) for n, v in guard["weights"].items()})
     trainer.optimizer.load_state_dict(state["optimizer"])
     trainer.step = state["step"]
     trainer.data_rng.setstate(state["data_rng"])
@@ -363,6 +367,36 @@ def restore_trainer(trainer, path: str | os.PathLike) -> None:
         trainer.backend.load_state_dict(state["backend"])
     rewind_logs(trainer)
     trainer._torn = False
+
+
+def check_config(saved: dict[str, Any], cfg, path: str | os.PathLike) -> None:
+    """Refuse a checkpoint written by a config that differs in a field that changes what is trained
+    (all but ``RESUMABLE``), naming every such field. A field the checkpoint lacks (it was written
+    before the field existed) is read as ``VALUE_WHEN_MISSING`` says, the value that trains as runs
+    did before it; a lacking field without one is refused, saying so."""
+    now = asdict(cfg)
+    resumable = getattr(type(cfg), "RESUMABLE", ())
+    before_field = getattr(type(cfg), "VALUE_WHEN_MISSING", {})
+    problems, unknown = [], False
+    for k in sorted(now):
+        if k in resumable:
+            continue
+        if k in saved:
+            if saved[k] != now[k]:
+                problems.append(f"{k}: checkpoint {saved[k]!r} vs now {now[k]!r}")
+        elif k in before_field:
+            if before_field[k] != now[k]:
+                problems.append(f"{k}: not in the checkpoint, which predates the field and trained as "
+                                f"{before_field[k]!r} does, vs now {now[k]!r}")
+        else:
+            unknown = True
+            problems.append(f"{k}: not in the checkpoint (it predates the field), and no value of it is known to "
+                            "reproduce how that run trained")
+    if problems:
+        advice = ("start a new run, or resume with the kimina-edu version that wrote it" if unknown else
+                  "resume with the settings that wrote it (its state.json lists them)")
+        raise CheckpointError(f"checkpoint {path} was written by another config — mismatched fields: "
+                              f"{'; '.join(problems)} — {advice}")
 
 
 def check_fits(saved: dict[str, Any], trainable: dict[str, Any], path: str | os.PathLike) -> None:
@@ -397,6 +431,7 @@ __all__ = [
     "CheckpointError",
     "DeferredInterrupt",
     "append_jsonl",
+    "check_config",
     "check_fits",
     "checkpoint_problem",
     "latest_checkpoint",

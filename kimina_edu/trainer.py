@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 
@@ -103,6 +104,14 @@ class TrainConfig:
     # fields that may differ on resume without changing what is being trained
     RESUMABLE = ("steps", "eval_every", "checkpoint_every", "log_rollouts", "silent_window", "guard_window",
                  "guard_drop", "shift_every")
+    # fields added after the checkpoint format, each with the value that trains as runs did before the
+    # field existed: a checkpoint that lacks one is read as holding this value (checkpoints.restore_trainer).
+    # A field added later whose default does not train as runs did before it stays out: a checkpoint
+    # without such a field is refused, naming it.
+    VALUE_WHEN_MISSING: ClassVar[dict[str, object]] = {
+        "balance_answers": False,  # questions drawn uniformly at random, as every run drew them before
+        "score_at_temperature": False,  # log-probs under the model's own T = 1 softmax, as before
+    }
 
     @classmethod
     def preset(cls, model_id: str = "pocket", *, smoke: bool = False, quick: bool = False, device: str = "cpu",
@@ -829,7 +838,9 @@ class GRPOTrainer:
         in_step = False
         try:
             with DeferredInterrupt() as ctrl_c:  # first Ctrl-C: the step finishes, is saved, then we stop
-                while self.step < self.cfg.steps:
+                # the guard looks before every step, the first included: a run resumed from a checkpoint
+                # written at (or after) the collapse stops there, as the uninterrupted run did
+                while not self.collapsed() and self.step < self.cfg.steps:
                     in_step = True
                     row = self.train_step()
                     in_step = False
@@ -844,8 +855,6 @@ class GRPOTrainer:
                     if self.out_of_signal():
                         print(f"stopped at step {self.step}: at most a tenth of the last {self.cfg.silent_window} "
                               "steps had a group whose rewards differed — nothing left to learn from these samples")
-                        break
-                    if self.collapsed():
                         break
             if self.probes is not None and getattr(self, "_probe_step", None) != self.step:
                 self._record_probes()  # the run's last step, when it fell between two probe steps
@@ -865,7 +874,9 @@ class GRPOTrainer:
     def collapsed(self) -> bool:
         """The collapse guard (``cfg.guard_window``): True — after restoring the weights of the best
         window and printing one line — once the last window's sampled accuracy fell ``guard_drop``
-        below the best earlier window's. Windows are consecutive, non-overlapping blocks of steps."""
+        below the best earlier window's. Windows are consecutive, non-overlapping blocks of steps.
+        The best window's weights are kept by name and saved with every checkpoint, so a resumed run
+        puts back the same weights as the run that never stopped."""
         w = self.cfg.guard_window
         if not w or self.step % w:
             return False
@@ -878,17 +889,22 @@ class GRPOTrainer:
             snap = getattr(self, "_guard_best", None)
             put_back = ""
             if snap is not None and snap[0] == (best + 1) * w:
+                trainable = self.trainable()
                 with torch.no_grad():
-                    for p, v in zip(self.params, snap[1]):
-                        p.copy_(v)
+                    for name, value in snap[1].items():
+                        trainable[name].copy_(value)
                 put_back = f"; the weights after step {snap[0]} are back"
             print(f"collapse guard: stopped at step {self.step}: sampled accuracy {windows[-1]:.0%} over the last {w} "
                   f"steps, down from {windows[best]:.0%} in steps {best * w + 1}–{(best + 1) * w}{put_back}")
             self.guard_stopped = self.step
             return True
         if windows[-1] >= max(windows):  # the best window so far: keep its weights (LoRA: a few MB)
-            self._guard_best = (self.step, [p.detach().clone() for p in self.params])
+            self._guard_best = (self.step, {n: p.detach().clone() for n, p in self.trainable().items()})
         return False
+
+    def trainable(self) -> dict[str, torch.nn.Parameter]:
+        """The weights this run trains, by name: what a checkpoint and the collapse guard keep."""
+        return {n: p for n, p in self.model.named_parameters() if p.requires_grad}
 
     def out_of_signal(self) -> bool:
         """True when at most a tenth of the last ``cfg.silent_window`` steps made an update."""
