@@ -451,6 +451,11 @@ def _new_run_dir(runs: Path) -> Path:
             return run_dir
         except FileExistsError:
             continue
+        except OSError as exc:  # --runs-dir names a file, a read-only folder, a full disk: one line, not a traceback
+            from kimina_edu.params import SetupError
+
+            raise SetupError(f"cannot make the run folder {run_dir} ({exc.strerror or exc}): point --runs-dir at a "
+                             "folder you can write") from None
     raise RuntimeError(f"could not make a new run folder under {runs}; clean up old runs")
 
 
@@ -483,14 +488,32 @@ class _OneLineParser(argparse.ArgumentParser):
         raise ParameterError(f"{message} (python -m kimina_edu.course --help lists the flags)")
 
 
+# The longest per-cell deadline: a week. nbclient waits on the kernel in milliseconds held in a C int, so past
+# 2,147,483 s every notebook fails with "OverflowError: value too large to convert to int".
+MAX_TIMEOUT_S = 7 * 24 * 3600
+
+
 def _positive_seconds(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
         value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number of seconds >= 1 (a per-cell deadline), got {text!r}")
+    if not 1 <= value <= MAX_TIMEOUT_S:
+        raise argparse.ArgumentTypeError(f"must be a whole number of seconds from 1 to {MAX_TIMEOUT_S} (a week; a "
+                                         f"per-cell deadline), got {text!r}")
     return value
+
+
+class _Once(argparse.Action):
+    """Store a flag's value, refusing the flag given twice: argparse would keep the last one and drop the first
+    without a word (``--seed 1 --seed 2`` runs seed 2)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = namespace.__dict__.setdefault("_given_flags", set())
+        if self.dest in given:
+            parser.error(f"{option_string} was given twice; give it once")
+        given.add(self.dest)
+        setattr(namespace, self.dest, values)
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -499,13 +522,13 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--smoke", action="store_const", const=True, help="run with SMOKE=True (tiny sizes); or SMOKE=1")
     parser.add_argument("--quick", action="store_const", const=True,
                         help="run with QUICK=True (a first pass: chapters 4 and 5 a third as long); or QUICK=1 in the env")
-    parser.add_argument("--model-id", help="MODEL_ID for every notebook (or MODEL_ID in the environment)")
-    parser.add_argument("--seed", type=int, help="SEED for every notebook (or SEED in the environment)")
-    parser.add_argument("--device", help="DEVICE for every notebook: auto, cpu, cuda, mps (or DEVICE in the env)")
+    parser.add_argument("--model-id", action=_Once, help="MODEL_ID for every notebook (or MODEL_ID in the environment)")
+    parser.add_argument("--seed", type=int, action=_Once, help="SEED for every notebook (or SEED in the environment)")
+    parser.add_argument("--device", action=_Once, help="DEVICE for every notebook: auto, cpu, cuda, mps (or DEVICE in the env)")
     parser.add_argument("--only", nargs="+", action="extend",
                         help="notebook number prefixes to run, e.g. 03 04 (repeated flags add up: --only 03 --only 04)")
-    parser.add_argument("--runs-dir", default=str(REPO / "runs"))
-    parser.add_argument("--timeout", type=_positive_seconds, default=3600, help="per-cell timeout in seconds (>= 1)")
+    parser.add_argument("--runs-dir", default=str(REPO / "runs"), action=_Once)
+    parser.add_argument("--timeout", type=_positive_seconds, default=3600, action=_Once, help="per-cell timeout in seconds (1 to a week)")
     return parser.parse_args(argv)
 
 
@@ -565,7 +588,7 @@ def _run_header(notebooks: list[Path], run_dir: Path, smoke: bool, overrides: di
 def main(argv: list[str] | None = None) -> int:
     import signal
 
-    from kimina_edu.params import ParameterError
+    from kimina_edu.params import ParameterError, SetupError
 
     sources: dict[str, str] = {}
     try:
@@ -583,7 +606,11 @@ def main(argv: list[str] | None = None) -> int:
 
     calibration = calibration_line()  # beside the timings: how fast this machine is, measured before the run
     runs = Path(args.runs_dir)
-    run_dir = _new_run_dir(runs)
+    try:
+        run_dir = _new_run_dir(runs)
+    except SetupError as exc:
+        print(f"SetupError: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
     marker = run_dir / "RUNNING"
     # the handler is in place before the marker exists: a SIGTERM seen by anyone who saw RUNNING is caught
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if _in_main_thread() else None

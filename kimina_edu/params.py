@@ -96,6 +96,8 @@ def _text(v: Any) -> str | None:
         v = os.fspath(v)
     if not isinstance(v, str) or not v.strip():
         return f"must be a non-empty string, not {type(v).__name__} {v!r}"
+    if v != v.strip():  # a pasted "pocket " is no keyword, no folder and no hub id: every notebook fails on it
+        return f"has spaces at its ends: {v!r} (write {v.strip()!r})"
     return None
 
 
