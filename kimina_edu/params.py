@@ -27,22 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-
-class LearnerError(Exception):
-    """A failure the learner caused and can fix — a parameter, an endpoint, a model id.
-
-    Its message is one line that says what is wrong and what to do; :func:`one_line_errors` shows
-    exactly that line in a notebook instead of a traceback. Raise a subclass that also derives from
-    ``ValueError`` or ``RuntimeError`` (:class:`ParameterError`), so callers that catch those still do.
-    """
-
-
-class ParameterError(LearnerError, ValueError):
-    """A notebook parameter with the wrong type, out of range, or naming something absent."""
-
-
-class SetupError(LearnerError, RuntimeError):
-    """Something on the learner's machine is in the way (a file where a folder belongs, a missing install)."""
+from kimina_edu.errors import LearnerError, ParameterError, SetupError
 
 
 @dataclass(frozen=True)
@@ -247,15 +232,9 @@ def check_params(namespace: Mapping[str, Any], *, smoke: Mapping[str, tuple[Any,
 
 
 def learner_error_types() -> tuple[type[BaseException], ...]:
-    """The exception types a learner causes and can fix, shown as one line by :func:`one_line_errors`."""
-    types: list[type[BaseException]] = [LearnerError]
-    try:
-        from kimina_edu.models import ModelUnavailableError
-    except ImportError:  # models pulls in the pocket model's code; a notebook without it still works
-        pass
-    else:
-        types.append(ModelUnavailableError)
-    return tuple(types)
+    """The exception types a learner causes and can fix, shown as one line by :func:`one_line_errors`:
+    every class of :mod:`kimina_edu.errors` derives from :class:`LearnerError`."""
+    return (LearnerError,)
 
 
 def one_line(exc: BaseException) -> str:

@@ -15,6 +15,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Self
 
+from kimina_edu.errors import ParameterError, SetupError
+from kimina_edu.params import device_problem
+
 DEFAULT_PACKAGES = ("torch", "transformers", "trl", "peft", "reasoning-gym")
 
 
@@ -42,7 +45,6 @@ def resolve_device(device: str | None = "auto") -> str:
         import torch
 
         return "cuda" if torch.cuda.is_available() else "cpu"
-    from kimina_edu.params import ParameterError, device_problem
 
     if (problem := device_problem(device)) is not None:
         raise ParameterError(f"device {problem}")
@@ -80,14 +82,10 @@ def cache_dir() -> Path:
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        from kimina_edu.params import SetupError
-
         where = "KIMINA_EDU_CACHE" if os.environ.get("KIMINA_EDU_CACHE") else "the cache folder"
         raise SetupError(f"{where} points at {path}, which cannot be a folder ({exc.strerror or exc}): set "
                          "KIMINA_EDU_CACHE to a folder you can write, or move that file away") from None
     if not path.is_dir():
-        from kimina_edu.params import SetupError
-
         raise SetupError(f"KIMINA_EDU_CACHE points at {path}, which is a file: set it to a folder, or move the file away")
     return path
 
