@@ -18,6 +18,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from kimina_edu.course import absolute_path_variables
+
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO / "notebooks"
 WORKSPACE = REPO / "runs" / "lab"
@@ -107,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"your notebooks: {WORKSPACE} (notebooks/ stays as shipped)")
     print(" ".join(cmd))
+    # the kernels run in runs/lab/: a relative KIMINA_EDU_CACHE (or HF_HOME …) means where it was typed
+    os.environ.update(absolute_path_variables(os.environ))
     if args.dry_run:
         return 0
     os.execv(cmd[0], cmd)

@@ -70,3 +70,15 @@ def test_a_broken_setup_is_one_line_not_a_traceback(tmp_path, monkeypatch, capsy
     assert lab.main(["--dry-run"]) == 2
     err = capsys.readouterr().err.strip()
     assert str(blocked) in err and len(err.splitlines()) == 1
+
+
+def test_a_relative_cache_folder_reaches_the_kernels_as_typed(tmp_path, monkeypatch):
+    """The kernels run in runs/lab/; KIMINA_EDU_CACHE=.cache typed in the repository means the repository's."""
+    from kimina_edu import lab
+
+    monkeypatch.setattr(lab, "WORKSPACE", tmp_path / "lab")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KIMINA_EDU_CACHE", ".cache")
+    monkeypatch.setattr(lab, "lab_command", lambda root, extra=(): [lab.sys.executable])
+    assert lab.main(["--dry-run"]) == 0
+    assert lab.os.environ["KIMINA_EDU_CACHE"] == str(tmp_path / ".cache")
