@@ -15,7 +15,8 @@ from kimina_edu.lora import lora_config
 from kimina_edu.models import load_policy
 from kimina_edu.sft import ensure_sft_adapter
 from kimina_edu.tasks import SEEDS, make_entries
-from kimina_edu.trainer import GRPOTrainer, TrainConfig
+from kimina_edu.train_config import TrainConfig
+from kimina_edu.trainer import GRPOTrainer
 from kimina_edu.trl_bridge import REWARD_FUNCS, build_dataset, grpo_config
 
 STEPS = 4

@@ -34,9 +34,9 @@ def child(variant: str, key: str, minibatch: int, prompt: int, completion: int) 
     from bench_real_size import MODELS, peak_meter
 
     from kimina_edu.grpo import policy_loss
+    from kimina_edu.logprobs import Rollout, completion_logprobs
+    from kimina_edu.logprobs import reference_completion_logprobs as plain_completion_logprobs
     from kimina_edu.lora import lora_config
-    from kimina_edu.trainer import Rollout, completion_logprobs
-    from kimina_edu.trainer import reference_completion_logprobs as logprobs_before_issue_19
 
     _, config_cls, cfg = MODELS[key]
     torch.manual_seed(0)
@@ -47,7 +47,7 @@ def child(variant: str, key: str, minibatch: int, prompt: int, completion: int) 
     rollouts = [Rollout(torch.randint(3, vocab, (prompt - i % 7,), generator=g).tolist(),
                         torch.randint(3, vocab, (completion - (i % 3) * 20,), generator=g).tolist(), [],
                         1.0 if i % 2 else -1.0, 0.0, False) for i in range(minibatch)]
-    fn = completion_logprobs if variant == "after" else logprobs_before_issue_19
+    fn = completion_logprobs if variant == "after" else plain_completion_logprobs
     peak = peak_meter()
     start = time.perf_counter()
     logp, mask, ent = fn(model, rollouts, 2, with_entropy=True)

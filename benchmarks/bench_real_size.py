@@ -162,7 +162,7 @@ def phase(key: str, name: str, args) -> dict:
         tokens = sum(len(c) for c in gen.completion_ids)
     elif name == "learn":
         from kimina_edu.grpo import policy_loss
-        from kimina_edu.trainer import Rollout, completion_logprobs
+        from kimina_edu.logprobs import Rollout, completion_logprobs
 
         prompts = _ids(args.minibatch, ARTICLE["prompt"], vocab, 3)
         comps = _ids(args.minibatch, ARTICLE["completion"], vocab, 4)

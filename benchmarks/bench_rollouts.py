@@ -13,10 +13,11 @@ import torch
 from kimina_edu import smalldecode
 from kimina_edu.lora import lora_config
 from kimina_edu.models import load_policy
-from kimina_edu.rollouts import chat_prompt, encode_prompts, generate
+from kimina_edu.rollouts import TransformersBackend, chat_prompt, encode_prompts, generate
 from kimina_edu.sft import ensure_sft_adapter
 from kimina_edu.tasks import SEEDS, make_entries
-from kimina_edu.trainer import GRPOTrainer, TrainConfig, TransformersBackend
+from kimina_edu.train_config import TrainConfig
+from kimina_edu.trainer import GRPOTrainer
 
 B, G = 8, 6
 ROUNDS = 5  # generation calls timed per method

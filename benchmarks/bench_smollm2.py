@@ -9,7 +9,7 @@ against what this machine's own matrix-multiply rate allows (measured in the sam
 - **sample** — a GRPO round, 8 questions × 6 samples at T 0.7 / top-p 0.95, by the same three (the
   same distribution, other draws: tokens/s is the figure).
 - **learn** — log-probs + backward of those completions through the LoRA policy (r 32):
-  :func:`kimina_edu.trainer.completion_logprobs` run whole against its shared-prompt path.
+  :func:`kimina_edu.logprobs.completion_logprobs` run whole against its shared-prompt path.
 
 The physical limits beside each rate:
 - the big-GEMM limit: a token costs ~2 × 134.5 M multiply-adds forward (×2 more backward, through the
@@ -67,12 +67,12 @@ def main() -> int:
     import torch
 
     from kimina_edu import rollouts
+    from kimina_edu.logprobs import Rollout, completion_logprobs
     from kimina_edu.lora import lora_config
     from kimina_edu.models import load_policy
     from kimina_edu.rollouts import SamplingSettings, chat_prompt, encode_prompts, generate_ids
     from kimina_edu.runtime import calibration_line, cpu_calibration
     from kimina_edu.tasks import held_out
-    from kimina_edu.trainer import Rollout, completion_logprobs
 
     cal = cpu_calibration()
     print(calibration_line(cal), flush=True)

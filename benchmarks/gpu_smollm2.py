@@ -71,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     from kimina_edu.sft import SFTRecipe, ensure_sft_adapter
     from kimina_edu.smollm2 import smollm2_path
     from kimina_edu.tasks import held_out
-    from kimina_edu.trainer import GRPOTrainer, TrainConfig
+    from kimina_edu.train_config import TrainConfig
+    from kimina_edu.trainer import GRPOTrainer
 
     device = resolve_device(args.device)
     out = Path(args.out)

@@ -47,18 +47,12 @@ def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dic
     from kimina_edu.eval import eval_questions, evaluate_policy, in_run_questions
     from kimina_edu.lora import lora_config
     from kimina_edu.models import load_policy
+    from kimina_edu.probes import ProbeSet, probe_summary, shift_summary
     from kimina_edu.runtime import use_progress_bar
     from kimina_edu.sft import SFTRecipe, ensure_sft_adapter, sft_stop_record
     from kimina_edu.tasks import SEEDS, claim_read_rate, held_out, make_entries, premises_only_accuracy
-    from kimina_edu.trainer import (
-        GRPOTrainer,
-        ProbeSet,
-        TrainConfig,
-        probe_summary,
-        read_log,
-        reward_at_ends,
-        shift_summary,
-    )
+    from kimina_edu.train_config import TrainConfig
+    from kimina_edu.trainer import GRPOTrainer, read_log, reward_at_ends
     from kimina_edu.trl_bridge import (
         REWARD_FUNCS,
         build_dataset,

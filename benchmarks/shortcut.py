@@ -112,7 +112,8 @@ def grpo(seed: int, adapter: str, sets: dict, eval_every: int) -> dict:
     from kimina_edu.lora import lora_config
     from kimina_edu.models import base_model_path, load_policy
     from kimina_edu.tasks import SEEDS, held_out, make_entries
-    from kimina_edu.trainer import GRPOTrainer, TrainConfig
+    from kimina_edu.train_config import TrainConfig
+    from kimina_edu.trainer import GRPOTrainer
 
     cfg = TrainConfig.preset("pocket", seed=seed, eval_every=0, **sets)
     test = held_out(cfg.task, 400)

@@ -32,7 +32,8 @@ from kimina_edu.lora import lora_config
 from kimina_edu.models import load_policy
 from kimina_edu.sft import SFTRecipe, ensure_sft_adapter
 from kimina_edu.tasks import held_out, syllogism_parts
-from kimina_edu.trainer import GRPOTrainer, TrainConfig
+from kimina_edu.train_config import TrainConfig
+from kimina_edu.trainer import GRPOTrainer
 
 
 def _value(text: str):

@@ -1,6 +1,6 @@
 """Chapter 5 — the chapter-4 run through TRL's ``GRPOTrainer`` (TRL 1.16).
 
-Field by field, our :class:`~kimina_edu.trainer.TrainConfig` → TRL's ``GRPOConfig``: see
+Field by field, our :class:`~kimina_edu.train_config.TrainConfig` → TRL's ``GRPOConfig``: see
 :data:`CONFIG_MAP` (rendered as a table in notebook 05) and :func:`grpo_config`.
 
 CPU: TRL inherits ``bf16=True``, which transformers rejects without a bf16 GPU; we set
@@ -22,7 +22,8 @@ from kimina_edu.rewards import (
     extract_answer,
     format_reward,
 )
-from kimina_edu.trainer import TrainConfig, signal_exhausted
+from kimina_edu.train_config import TrainConfig
+from kimina_edu.trainer import signal_exhausted
 
 TRL_SUPPORTED = ("1.16",)  # the minor versions whose loss code this chapter was checked against
 

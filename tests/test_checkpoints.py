@@ -1,4 +1,5 @@
-"""Checkpoints survive Ctrl-C, crashes, full disks, flipped bytes and crafted pickles (issue 17, items 1–2).
+"""Checkpoints survive Ctrl-C, crashes, full disks, flipped bytes and crafted pickles; a resume refuses a
+checkpoint written for another config or another set of trained weights, naming what differs.
 
 Every interrupt test runs a real GRPO run (a two-layer random Llama and a small BPE tokenizer, so
 it takes seconds), stops it at one point, resumes from what is on disk and compares with an
@@ -23,7 +24,8 @@ from kimina_edu.runtime import file_sha256
 from kimina_edu.sft import rule_based_teacher
 from kimina_edu.tasks import SEEDS, make_entries
 from kimina_edu.tiny import tiny_random_llama
-from kimina_edu.trainer import GRPOTrainer, TrainConfig, read_log
+from kimina_edu.train_config import TrainConfig
+from kimina_edu.trainer import GRPOTrainer, read_log
 
 ENTRIES = make_entries("syllogism", 32, SEEDS["rl"])
 STEPS = 4

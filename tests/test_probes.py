@@ -7,20 +7,14 @@ import pytest
 import torch
 from toy_task import brevity_reward, toy_config
 
+from kimina_edu.logprobs import Rollout, completion_logprobs
 from kimina_edu.models import load_policy
 from kimina_edu.pocket import PocketRecipe
+from kimina_edu.probes import ProbeSet, probe_summary, probe_table
 from kimina_edu.rewards import RewardBreakdown
 from kimina_edu.tasks import SEEDS, make_entries
 from kimina_edu.tiny import tiny_random_llama
-from kimina_edu.trainer import (
-    GRPOTrainer,
-    ProbeSet,
-    Rollout,
-    completion_logprobs,
-    probe_summary,
-    probe_table,
-    read_log,
-)
+from kimina_edu.trainer import GRPOTrainer, read_log
 
 SMOKE = PocketRecipe.smoke()
 ENTRIES = make_entries("syllogism", 64, SEEDS["rl"])
@@ -161,7 +155,7 @@ def test_all_zero_variance_steps_keep_recording(tmp_path):
 
 
 def test_each_pair_forks_where_its_completions_first_differ():
-    from kimina_edu.trainer import fork_index
+    from kimina_edu.probes import fork_index
 
     rows = (_group([1, 2], [1.0, -1.0, 0.0], lengths=[5, 7, 3]) + _group([3], [0.0, 0.0, 0.0]))
     rows[1].completion_ids[:2] = rows[0].completion_ids[:2]  # the pair shares two tokens, then parts

@@ -56,7 +56,7 @@ def test_a_checkpoint_from_before_a_field_resumes_as_if_it_held_the_default(tmp_
 
 
 def test_the_fields_read_as_their_default_are_marked_in_one_place():
-    from kimina_edu.trainer import TrainConfig
+    from kimina_edu.train_config import TrainConfig
 
     assert set(ADDED_LATER) <= set(TrainConfig.VALUE_WHEN_MISSING)
     defaults = TrainConfig()

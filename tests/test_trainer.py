@@ -4,11 +4,12 @@ import pytest
 import torch
 from toy_task import brevity_reward, toy_config
 
+from kimina_edu.logprobs import Rollout, completion_logprobs, pad_batch
 from kimina_edu.models import load_policy
 from kimina_edu.pocket import PocketRecipe
 from kimina_edu.rewards import RewardBreakdown
 from kimina_edu.tasks import SEEDS, make_entries
-from kimina_edu.trainer import GRPOTrainer, Rollout, completion_logprobs, pad_batch, read_log
+from kimina_edu.trainer import GRPOTrainer, read_log
 
 SMOKE = PocketRecipe.smoke()
 ENTRIES = make_entries("syllogism", 64, SEEDS["rl"])
@@ -102,7 +103,7 @@ def test_logprobs_of_padded_batch_match_one_by_one():
 
 
 def test_default_questions_use_the_course_task_settings(tmp_path):
-    # regression: the default set once ignored TASK_CONFIGS (reasoning-gym's 70%-"Yes" syllogisms)
+    # the course's task settings (TASK_CONFIGS: invalid_ratio=0.5), not reasoning-gym's own 70%-"Yes" syllogisms
     model, tok = load_policy("pocket", recipe=SMOKE, verbose=False)
     tr = GRPOTrainer(model, tok, _cfg(), output_dir=tmp_path, progress=False)
     yes = sum(e["answer"] == "Yes" for e in tr.train_entries[:1000]) / 1000
@@ -223,13 +224,13 @@ def test_collapse_guard_stops_and_puts_back_the_best_weights(tmp_path, capsys):
 
 
 def test_smollm2_preset_is_the_cpu_one_and_smoke_stays_small():
-    from kimina_edu.trainer import TrainConfig
+    from kimina_edu.train_config import TrainConfig
 
     full = TrainConfig.preset("smollm2", seed=2)
     assert (full.steps, full.questions_per_batch, full.group_size, full.max_new_tokens) == (12, 8, 6, 96)
     assert full.balance_answers and full.guard_window == 4 and full.seed == 2
     assert full.buffer_size == full.questions_per_batch * full.group_size  # one round: TRL can run the same
-    # the preset's own lr, not the hub models' 1e-5 (which overrode it until the fifteenth session)
+    # SmolLM2 keeps its own preset's lr, not the 1e-5 that preset() gives the other hub models
     assert full.lr == TrainConfig.cpu_smollm2().lr == 2e-5
     assert TrainConfig.preset("smollm2", lr=1e-5).lr == 1e-5  # a notebook parameter wins
     smoke = TrainConfig.preset("smollm2", smoke=True)
@@ -240,7 +241,7 @@ def test_smollm2_preset_is_the_cpu_one_and_smoke_stays_small():
 
 def test_smollm2_on_a_gpu_gets_the_gpu_preset(monkeypatch):
     import kimina_edu.runtime
-    from kimina_edu.trainer import TrainConfig
+    from kimina_edu.train_config import TrainConfig
 
     monkeypatch.setattr(kimina_edu.runtime, "resolve_device", lambda device="auto": "cuda")  # no GPU needed
     gpu = TrainConfig.preset("smollm2", device="cuda", seed=1)
@@ -253,7 +254,7 @@ def test_smollm2_on_a_gpu_gets_the_gpu_preset(monkeypatch):
 
 
 def test_update_shift_splits_by_the_sign_of_the_advantage():
-    from kimina_edu.trainer import update_shift
+    from kimina_edu.probes import update_shift
 
     out = update_shift([1.0, -1.0, 0.0, 2.0], [-2.0, -2.0, -2.0, -3.0], [-1.0, -2.5, -9.0, -3.5])
     assert out == pytest.approx({"shift_pos": 0.25, "shift_neg": -0.5, "shift_agree": 2 / 3})
@@ -267,7 +268,7 @@ def test_update_shift_splits_by_the_sign_of_the_advantage():
 def test_every_measured_update_pushes_rewarded_above_penalised(tmp_path, lr):
     """The measurement on a real run: the update moves the completions it learned from the way their
     advantages asked — rewarded above penalised in every measured update, at a large and a small lr."""
-    from kimina_edu.trainer import shift_summary
+    from kimina_edu.probes import shift_summary
 
     tr = _trainer(tmp_path, _cfg(steps=4, lr=lr, shift_every=1))
     summary = shift_summary(tr.train())
@@ -289,7 +290,7 @@ def test_measuring_the_shift_changes_no_weight_and_follows_shift_every(tmp_path)
 
 
 def test_shift_summary_needs_two_measured_updates():
-    from kimina_edu.trainer import shift_summary
+    from kimina_edu.probes import shift_summary
 
     one = [{"step": 1, "shift_pos": 0.1, "shift_neg": -0.1, "shift_agree": 1.0}, {"step": 2}]
     assert shift_summary(one) == {"shift_updates": 1, "shift_gap_frac": None, "shift_pos_mean": None,
@@ -303,7 +304,7 @@ def test_shift_summary_needs_two_measured_updates():
 def test_the_learner_scores_at_the_sampling_temperature_only_when_asked(tmp_path):
     """score_at_temperature: the learner's log-probs (and so its gradient) under softmax(logits / T),
     the distribution the samples came from, as TRL and verl score them; off, the model's own T = 1."""
-    from kimina_edu.trainer import Rollout, completion_logprobs
+    from kimina_edu.logprobs import Rollout, completion_logprobs
 
     off = _trainer(tmp_path / "off", _cfg(temperature=0.7))
     on = _trainer(tmp_path / "on", _cfg(temperature=0.7, score_at_temperature=True))
