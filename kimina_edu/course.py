@@ -17,7 +17,7 @@ Each notebook gets its own folder with the executed notebook, an HTML export, it
 and its ``metrics.json``. A failing notebook does not stop the others; it is marked FAIL in
 the summary, its executed copy (with the traceback) is kept, and the exit code is 1.
 A full run (not SMOKE, not QUICK) on the pocket model also checks the course's learning goals
-(:data:`LEARNING_GOALS`) on what each notebook measured; a missed goal is listed and exits 1.
+(:mod:`kimina_edu.goals`) on what each notebook measured; a missed goal is listed and exits 1.
 The test suite (tests/test_notebooks.py) calls :func:`run_notebook` too: one harness.
 """
 
@@ -34,6 +34,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from kimina_edu.cell_timing import kernel_manager, slowest_cell
+from kimina_edu.goals import GOALS, LEARNING_GOALS, SMOLLM2_GOALS, goals_for, missed_goals  # noqa: F401 (course.X)
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO / "notebooks"
@@ -224,7 +227,7 @@ def run_notebook(
                 start_timeout=max(60, min(timeout, 600)),  # a kernel start under load: a hang catcher, not a speed test
                 progress_bar=False,
                 log_output=False,
-                kernel_manager_class=_kernel_manager(Path(workdir.name), statements),
+                kernel_manager_class=kernel_manager(Path(workdir.name), statements),
             )
     except Exception as exc:  # noqa: BLE001 — reported with the failing cell below
         error = (_failing_cell(executed) or "") + "\n" + _failure_message(exc)
@@ -237,129 +240,6 @@ def run_notebook(
     if not error and not metrics:
         error = "the notebook finished but wrote no metrics.json (its last cell must call write_metrics)"
     return NotebookResult(path.stem, not error, seconds, output_dir, metrics, error.strip(), slowest)
-
-
-def _kernel_manager(folder: Path, statements: Path):
-    """A kernel manager whose kernel talks over Unix sockets in ``folder`` and times each top-level statement
-    into ``statements`` (:func:`kimina_edu.runtime.time_statements`, run as the kernel's start-up line).
-
-    Unix sockets: over TCP, ipykernel warns on every start that code and outputs travel unencrypted (ten
-    warnings per ``make course``), and it is right — any local user could read them. Windows has no IPC
-    transport: TCP there. A start-up line that fails costs the summary its statement names, nothing else."""
-    from jupyter_client.manager import KernelManager
-
-    hook = f"__import__('kimina_edu.runtime', fromlist=['_']).time_statements({str(statements)!r})"
-
-    class CourseKernelManager(KernelManager):
-        def __init__(self, **kwargs):
-            if os.name != "nt":
-                kwargs.setdefault("transport", "ipc")
-                kwargs.setdefault("ip", str(folder / "kernel"))
-            super().__init__(**kwargs)
-
-        def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
-            return super().format_kernel_cmd(extra_arguments) + [f"--IPKernelApp.exec_lines={hook}"]
-
-    return CourseKernelManager
-
-
-def _statement_times(statements: Path | None) -> dict[int, list[tuple[str, float]]]:
-    """``{execution count: [(statement's first line, seconds), …]}`` from the kernel's timings file; a line
-    that cannot be read is skipped (a kernel killed mid-write leaves half a line)."""
-    out: dict[int, list[tuple[str, float]]] = {}
-    try:
-        lines = statements.read_text(encoding="utf-8").splitlines() if statements else []
-    except OSError:
-        return out
-    for line in lines:
-        try:
-            record = json.loads(line)
-            out[int(record["execution_count"])] = [(str(t), float(s)) for t, s in record["statements"]]
-        except (ValueError, TypeError, KeyError):
-            continue
-    return out
-
-
-def slowest_cell(executed: Path, statements: Path | None = None) -> str:
-    """Where an executed notebook's time went: its slowest cell (papermill times each), its seconds, and the
-    statement that took them — the cell's slowest top-level statement with its own seconds, from the kernel's
-    timings (``statements``, :func:`kimina_edu.runtime.time_statements`). Without them, the cell's first line
-    of work (imports and comments skipped: "import json" names no cell), or its first line when it has
-    nothing else. ``""`` when the notebook has no timings."""
-    try:
-        cells = json.loads(executed.read_text(encoding="utf-8")).get("cells", [])
-    except (OSError, ValueError):
-        return ""
-    timed = [(c.get("metadata", {}).get("papermill", {}).get("duration"), i, c) for i, c in enumerate(cells)]
-    timed = [(d, i, c) for d, i, c in timed if isinstance(d, int | float)]
-    if not timed:
-        return ""
-    seconds, index, cell = max(timed, key=lambda t: t[0])
-    measured = [(t, s) for t, s in _statement_times(statements).get(cell.get("execution_count") or -1, []) if t]
-    if measured:
-        text, statement_s = max(measured, key=lambda m: m[1])
-        return f"cell {index}, {seconds:.1f} s: {text[:50]} ({statement_s:.1f} s)"
-    lines = [ln.strip() for ln in "".join(cell.get("source", "")).splitlines() if ln.strip()]
-    work = [ln for ln in lines if not ln.startswith(("import ", "from ", "#"))]
-    first = (work or lines or [""])[0]
-    return f"cell {index}, {seconds:.1f} s: {first[:50]}"
-
-
-def _gain_points(m: dict[str, Any]) -> float:
-    """Held-out accuracy after GRPO minus before, in points, rounded past float noise: accuracies are
-    counts over N questions, and 0.285 ≥ 0.255 + 0.03 is False in floating point (+3 points exactly)."""
-    return round(100 * (m["accuracy_after"] - m["accuracy_before"]), 6)
-
-
-# What a full offline run must show, judged on each notebook's metrics.json. Only for the pocket
-# model (the figures were measured on it) and never in SMOKE mode (tiny sizes learn little).
-# `make robustness` checks the same goals for SEED 0–4 (benchmarks/robustness.py).
-LEARNING_GOALS: dict[str, list[tuple[str, Any]]] = {
-    "03": [("SFT accuracy ≥ 65%", lambda m: m["sft_accuracy"] >= 0.65),
-           ("SFT format rate ≥ 95%", lambda m: m["sft_format_rate"] >= 0.95)],
-    "04": [("GRPO accuracy ≥ SFT accuracy + 5 points", lambda m: _gain_points(m) >= 5),
-           ("GRPO within 10 minutes", lambda m: m["grpo_seconds"] <= 600),
-           ("format rate after GRPO ≥ 95%", lambda m: m["format_after"] >= 0.95),
-           # the update's own effect, measured on its buffer (trainer.shift_summary): what GRPO promises.
-           # On average, not in every update: AdamW's momentum carries earlier batches' directions, and
-           # single updates went the wrong way round in 4–17% of them: `python -m benchmarks.robustness --seeds
-           # 0 1 2 3 4 --until grpo`, 2026-12-04 (benchmarks/README.md, "What each update does")
-           ("measured updates raise rewarded completions above penalised ones, on average",
-            lambda m: m["shift_pos_mean"] is not None and m["shift_pos_mean"] > m["shift_neg_mean"])],
-}
-
-
-# The real SmolLM2's (MODEL_ID='smollm2'): the article's SFT warm-up brought SmolLM-135M to 46% and RL to
-# 60%; on SmolLM2 the course asks ≥ 70% with the format after SFT, and GRPO ≥ SFT + 3 points, in every seed.
-# Whether they hold is measured by `python -m benchmarks.robustness --model smollm2` (README's table).
-SMOLLM2_GOALS: dict[str, list[tuple[str, Any]]] = {
-    "03": [("SFT accuracy ≥ 70%", lambda m: m["sft_accuracy"] >= 0.70),
-           ("SFT format rate ≥ 95%", lambda m: m["sft_format_rate"] >= 0.95)],
-    # a known gap, said where the miss is printed: no preset has met it in every measured seed yet
-    "04": [(("GRPO accuracy ≥ SFT accuracy + 3 points (no preset meets it in every seed yet, on a CPU or a GPU: "
-             "notebook 04's introduction gives the measured ranges)"),
-            lambda m: _gain_points(m) >= 3)],
-}
-GOALS = {"pocket": LEARNING_GOALS, "smollm2": SMOLLM2_GOALS}
-
-
-def goals_for(metrics: dict[str, Any]) -> dict[str, list[tuple[str, Any]]]:
-    """The goals of the model a notebook ran (``model_id``, else ``model``); none for other models."""
-    return GOALS.get(metrics.get("model_id") or metrics.get("model"), {})
-
-
-def missed_goals(name: str, metrics: dict[str, Any]) -> list[str]:
-    """The learning goals notebook ``name`` missed (none for SMOKE or QUICK runs, or models without goals)."""
-    if metrics.get("smoke", True) or metrics.get("quick"):
-        return []
-    missed = []
-    for text, met in goals_for(metrics).get(name[:2], []):
-        try:
-            if not met(metrics):
-                missed.append(f"{name}: missed goal: {text}")
-        except KeyError as exc:  # a figure the goal needs is missing: the goal is not met (fail closed)
-            missed.append(f"{name}: missed goal: {text} (metrics.json has no {exc.args[0]!r})")
-    return missed
 
 
 def _headline(metrics: dict[str, Any]) -> str:

@@ -1,0 +1,67 @@
+"""The learning goals `make course` checks on each notebook's ``metrics.json``, per model.
+
+A full run (not SMOKE, not QUICK) of the pocket model or of SmolLM2 is judged against its goals; a missed
+goal is one line in ``summary.txt`` and exit 1. ``make robustness`` checks the same goals for seeds 0–4
+(``benchmarks/robustness.py``). Other models have no goals: nothing was measured on them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def gain_points(m: dict[str, Any]) -> float:
+    """Held-out accuracy after GRPO minus before, in points, rounded past float noise: accuracies are
+    counts over N questions, and 0.285 ≥ 0.255 + 0.03 is False in floating point (+3 points exactly)."""
+    return round(100 * (m["accuracy_after"] - m["accuracy_before"]), 6)
+
+
+# What a full offline run must show, judged on each notebook's metrics.json. Only for the pocket
+# model (the figures were measured on it) and never in SMOKE mode (tiny sizes learn little).
+# `make robustness` checks the same goals for SEED 0–4 (benchmarks/robustness.py).
+LEARNING_GOALS: dict[str, list[tuple[str, Any]]] = {
+    "03": [("SFT accuracy ≥ 65%", lambda m: m["sft_accuracy"] >= 0.65),
+           ("SFT format rate ≥ 95%", lambda m: m["sft_format_rate"] >= 0.95)],
+    "04": [("GRPO accuracy ≥ SFT accuracy + 5 points", lambda m: gain_points(m) >= 5),
+           ("GRPO within 10 minutes", lambda m: m["grpo_seconds"] <= 600),
+           ("format rate after GRPO ≥ 95%", lambda m: m["format_after"] >= 0.95),
+           # the update's own effect, measured on its buffer (trainer.shift_summary): what GRPO promises.
+           # On average, not in every update: AdamW's momentum carries earlier batches' directions, and
+           # single updates went the wrong way round in 4–17% of them: `python -m benchmarks.robustness --seeds
+           # 0 1 2 3 4 --until grpo`, 2026-12-04 (benchmarks/README.md, "What each update does")
+           ("measured updates raise rewarded completions above penalised ones, on average",
+            lambda m: m["shift_pos_mean"] is not None and m["shift_pos_mean"] > m["shift_neg_mean"])],
+}
+
+
+# The real SmolLM2's (MODEL_ID='smollm2'): the article's SFT warm-up brought SmolLM-135M to 46% and RL to
+# 60%; on SmolLM2 the course asks ≥ 70% with the format after SFT, and GRPO ≥ SFT + 3 points, in every seed.
+# Whether they hold is measured by `python -m benchmarks.robustness --model smollm2` (README's table).
+SMOLLM2_GOALS: dict[str, list[tuple[str, Any]]] = {
+    "03": [("SFT accuracy ≥ 70%", lambda m: m["sft_accuracy"] >= 0.70),
+           ("SFT format rate ≥ 95%", lambda m: m["sft_format_rate"] >= 0.95)],
+    # a known gap, said where the miss is printed: no preset has met it in every measured seed yet
+    "04": [(("GRPO accuracy ≥ SFT accuracy + 3 points (no preset meets it in every seed yet, on a CPU or a GPU: "
+             "notebook 04's closing measured cell gives the ranges)"),
+            lambda m: gain_points(m) >= 3)],
+}
+GOALS = {"pocket": LEARNING_GOALS, "smollm2": SMOLLM2_GOALS}
+
+
+def goals_for(metrics: dict[str, Any]) -> dict[str, list[tuple[str, Any]]]:
+    """The goals of the model a notebook ran (``model_id``, else ``model``); none for other models."""
+    return GOALS.get(metrics.get("model_id") or metrics.get("model"), {})
+
+
+def missed_goals(name: str, metrics: dict[str, Any]) -> list[str]:
+    """The learning goals notebook ``name`` missed (none for SMOKE or QUICK runs, or models without goals)."""
+    if metrics.get("smoke", True) or metrics.get("quick"):
+        return []
+    missed = []
+    for text, met in goals_for(metrics).get(name[:2], []):
+        try:
+            if not met(metrics):
+                missed.append(f"{name}: missed goal: {text}")
+        except KeyError as exc:  # a figure the goal needs is missing: the goal is not met (fail closed)
+            missed.append(f"{name}: missed goal: {text} (metrics.json has no {exc.args[0]!r})")
+    return missed
