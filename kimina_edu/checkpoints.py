@@ -373,7 +373,8 @@ def check_config(saved: dict[str, Any], cfg, path: str | os.PathLike) -> None:
     """Refuse a checkpoint written by a config that differs in a field that changes what is trained
     (all but ``RESUMABLE``), naming every such field. A field the checkpoint lacks (it was written
     before the field existed) is read as ``VALUE_WHEN_MISSING`` says, the value that trains as runs
-    did before it; a lacking field without one is refused, saying so."""
+    did before it; a lacking field without one is refused, saying so, and so is a field this version
+    does not know (the checkpoint was written by a version with a setting this one lacks)."""
     now = asdict(cfg)
     resumable = getattr(type(cfg), "RESUMABLE", ())
     before_field = getattr(type(cfg), "VALUE_WHEN_MISSING", {})
@@ -392,6 +393,10 @@ def check_config(saved: dict[str, Any], cfg, path: str | os.PathLike) -> None:
             unknown = True
             problems.append(f"{k}: not in the checkpoint (it predates the field), and no value of it is known to "
                             "reproduce how that run trained")
+    for k in sorted(set(saved) - set(now)):  # a setting of the version that wrote it, unknown here
+        unknown = True
+        problems.append(f"{k}: in the checkpoint ({saved[k]!r}) but not a setting of this version, which cannot "
+                        "train as that run did")
     if problems:
         advice = ("start a new run, or resume with the kimina-edu version that wrote it" if unknown else
                   "resume with the settings that wrote it (its state.json lists them)")

@@ -87,3 +87,17 @@ def test_a_missing_field_that_may_change_on_resume_is_not_asked_about(tmp_path):
     tr = _trainer(tmp_path / "a", shift_every=3)
     tr.resume_from(old)
     assert tr.step == 1
+
+
+def test_a_field_this_version_does_not_know_is_refused_naming_it(tmp_path):
+    """A checkpoint written by a version with a setting this one lacks trained in a way this version
+    cannot reproduce: refused, not silently dropped."""
+    tr = _trainer(tmp_path / "run", steps=1)
+    tr.train()
+    state = load_state(tr.save_checkpoint())
+    state["config"]["kl_schedule"] = "cosine"
+    newer = save_state(tmp_path / "newer" / "step_00001", state)
+    with pytest.raises(CheckpointError, match=r"kl_schedule: in the checkpoint \('cosine'\) but not a setting of "
+                                              r"this version.*kimina-edu version that wrote it") as err:
+        _trainer(tmp_path / "a").resume_from(newer)
+    assert "\n" not in str(err.value)
