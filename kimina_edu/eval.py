@@ -96,7 +96,8 @@ def evaluation_key(model, tok, entries: list[dict[str, Any]], max_new_tokens: in
     (:func:`kimina_edu.merged_weights.effective_weights`: inside ``model.disable_adapter()`` the base,
     so the reference is never read back as the adapted policy), the decoder that runs them, the
     tokenizer and chat template, the questions and answers, the lengths, the batch (padding changes
-    floating-point sums) and the thread count (so does that).
+    floating-point sums), the thread count (so does that), and on ``model.generate``'s path the
+    model's generation config (it supplies every setting the call does not pass).
 
     The plain-torch decoder computes with exactly those merged weights; ``model.generate`` runs a PEFT
     policy's base and adapter matrices apart, so there the key also holds every raw tensor and whether
@@ -111,6 +112,9 @@ def evaluation_key(model, tok, entries: list[dict[str, Any]], max_new_tokens: in
 
     merged = smalldecode.supported(model) is None
     raw = not merged and hasattr(model, "peft_config")
+    # model.generate reads settings the call does not pass (repetition_penalty…) from the model's own config
+    config = None if merged else getattr(model, "generation_config", None)
+    generation_settings = config.to_diff_dict() if hasattr(config, "to_diff_dict") else None
     digest = hashlib.sha256()
     vocab = tok.get_vocab() if hasattr(tok, "get_vocab") else None  # by content: two loads' paths may differ
     header = {"version": EVAL_CACHE_VERSION,
@@ -118,7 +122,8 @@ def evaluation_key(model, tok, entries: list[dict[str, Any]], max_new_tokens: in
                             getattr(tok, "pad_token_id", None), getattr(tok, "chat_template", None)],
               "max_new_tokens": max_new_tokens, "batch_size": batch_size, "threads": torch.get_num_threads(),
               "decoder": "merged weights" if merged else "model forward",
-              "adapters_off": _adapters_off(model) if raw else None, "entries": entries}
+              "adapters_off": _adapters_off(model) if raw else None, "generation_config": generation_settings,
+              "entries": entries}
     digest.update(json.dumps(header, sort_keys=True, default=str).encode())
     _digest_tensors(digest, effective_weights(model))
     if raw:

