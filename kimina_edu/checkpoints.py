@@ -35,16 +35,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Self
 
+from kimina_edu.errors import CheckpointError
 from kimina_edu.runtime import file_sha256
 
 FORMAT = "kimina-edu-checkpoint/1"
 MANIFEST = "manifest.json"
 TENSORS = "tensors.safetensors"
 STATE = "state.json"
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be trusted or used; the message names the path and what to do."""
 
 
 # ------------------------------------------------------------------ plain data ⇄ JSON + tensors

@@ -151,7 +151,7 @@ def model_atol(model, fp32: float = 1e-4, low_precision: float = 1e-1) -> float:
 
 def completion_logprobs_one(model, prompt: list[int], completion: list[int]):
     """The package's ``completion_logprobs`` on a batch of one: the completion's ``[T]`` log-probs."""
-    from kimina_edu.trainer import Rollout, completion_logprobs
+    from kimina_edu.logprobs import Rollout, completion_logprobs
 
     logp, _ = completion_logprobs(model, [Rollout(list(prompt), list(completion), [], 0.0, 0.0, False)], pad_id=0)
     return logp[0]
@@ -170,7 +170,7 @@ def grpo_loss_reference(cfg: Any, pad_id: int) -> Callable:
     import torch
 
     from kimina_edu.grpo import policy_loss
-    from kimina_edu.trainer import completion_logprobs
+    from kimina_edu.logprobs import completion_logprobs
 
     def grpo_loss(model, batch):
         logp, mask = completion_logprobs(model, batch, pad_id)

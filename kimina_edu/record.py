@@ -85,8 +85,8 @@ def print_measured(model_id: str, figures: dict[str, float], *, accuracy: float,
     """A notebook's closing "measured" cell: this run's figures (percent, points) beside the record's
     ranges for this model, after the standard error of one evaluation on this run's questions."""
     se = 100 * (accuracy * (1 - accuracy) / max(1, n_questions)) ** 0.5
-    lines = [f"This run: seed {seed}, {n_questions} held-out questions — one evaluation's standard error "
-             f"±{se:.1f} points; a difference under about twice that is not a result."]
+    lines = [(f"This run: seed {seed}, {n_questions} held-out questions — one evaluation's standard error "
+              f"±{se:.1f} points; a difference under about twice that is not a result.")]
     rows = ROWS.get(model_id)
     if rows is None:
         lines.append(f"No measured ranges for {model_id!r}: the record holds the pocket model and SmolLM2.")

@@ -11,7 +11,7 @@ Two backends with one interface, so the trainer never branches on which one samp
   It also returns vLLM's own log-probability of every sampled token, because vLLM's kernels
   (bf16, fused, another reduction order) do not compute exactly the learner's distribution;
   the trainer uses them to correct that gap (truncated importance sampling, see
-  :func:`kimina_edu.trainer.truncated_importance_weights`).
+  :func:`kimina_edu.logprobs.truncated_importance_weights`).
 
 Prompts go in as **token ids**, encoded once with ``add_special_tokens=False``: the chat template
 already wrote every special token, and a tokenizer that adds a BOS would otherwise let the two

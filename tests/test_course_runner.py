@@ -167,7 +167,7 @@ def test_quick_reaches_only_the_notebooks_that_declare_it(echo_course, monkeypat
 
 
 def test_quick_runs_a_third_of_the_steps_and_is_not_judged_on_the_full_goals():
-    from kimina_edu.trainer import TrainConfig
+    from kimina_edu.train_config import TrainConfig
 
     full, quick = TrainConfig.preset("pocket"), TrainConfig.preset("pocket", quick=True)
     assert quick.steps == full.steps // 3 and {**quick.__dict__, "steps": full.steps} == full.__dict__

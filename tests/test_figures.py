@@ -10,7 +10,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # benchmarks/ is a folder of the repository, not installed
 
-from benchmarks.figures import (  # noqa: E402
+from benchmarks.figures import (
     BLOCKS,
     read_records,
     readme_blocks,

@@ -14,10 +14,10 @@ pytestmark = [pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a 
 
 def test_policy_on_cuda_learns_in_the_policy_dtype():
     from kimina_edu.grpo import policy_loss
+    from kimina_edu.logprobs import Rollout, completion_logprobs
     from kimina_edu.lora import lora_config
     from kimina_edu.models import load_policy, policy_dtype
     from kimina_edu.rollouts import chat_prompt, generate
-    from kimina_edu.trainer import Rollout, completion_logprobs
 
     model, tok = load_policy("pocket", device="cuda", lora=lora_config(), verbose=False)
     named = dict(model.named_parameters())

@@ -159,7 +159,7 @@ def test_any_return_type_is_judged_without_raising(bad):
 
 def _grpo_like_rollouts():
     """Four rollouts, two groups, each group sharing one prompt list (as chapter 4 builds them)."""
-    from kimina_edu.trainer import Rollout
+    from kimina_edu.logprobs import Rollout
 
     prompts = [[5, 6, 7, 8], [9, 10, 11]]
     return [Rollout(prompts[i // 2], [12 + i, 13, 14][: 1 + i % 3], [], 0.5, 1.0, False) for i in range(4)]

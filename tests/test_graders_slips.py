@@ -29,8 +29,8 @@ CFG = types.SimpleNamespace(eps_low=0.2, eps_high=0.28, loss_type="grpo", max_ne
 def tiny():
     """The tiny random Llama and six rollouts of different lengths, a group of three sharing one prompt list
     (as chapter 4 builds them: ``prompt_ids[i // group_size]``)."""
+    from kimina_edu.logprobs import Rollout
     from kimina_edu.tiny import tiny_random_llama
-    from kimina_edu.trainer import Rollout
 
     model = tiny_random_llama(vocab_size=64, seed=0)
     g = torch.Generator().manual_seed(0)

@@ -8,18 +8,14 @@ import pytest
 import torch
 
 from kimina_edu import models
+from kimina_edu.logprobs import Rollout, completion_logprobs, reference_completion_logprobs
 from kimina_edu.lora import lora_config
 from kimina_edu.models import load_policy
 from kimina_edu.rollouts import chat_prompt, encode_prompts
 from kimina_edu.sft import make_sft_examples, sft_train
 from kimina_edu.tasks import SEEDS, make_entries
-from kimina_edu.trainer import (
-    GRPOTrainer,
-    Rollout,
-    TrainConfig,
-    completion_logprobs,
-    reference_completion_logprobs,
-)
+from kimina_edu.train_config import TrainConfig
+from kimina_edu.trainer import GRPOTrainer
 
 pytestmark = pytest.mark.usefixtures("offline_shared_cache")
 
@@ -45,7 +41,7 @@ def test_the_folder_loads_like_smollm_from_the_hub(smollm_shaped):
     assert tok("hello")["input_ids"] == tok("hello", add_special_tokens=False)["input_ids"], "no BOS added"
 
 
-# ---- one dtype policy (issue 19): the baseline, the SFT'd model and the GRPO policy share a dtype
+# ---- one dtype policy: the baseline, the SFT'd model and the GRPO policy share a dtype
 
 
 @pytest.mark.parametrize("device, bf16_supported, expected", [

@@ -1,8 +1,9 @@
 
 import pytest
 
+from kimina_edu.errors import ModelUnavailableError
 from kimina_edu.lora import lora_config
-from kimina_edu.models import ModelUnavailableError, choose_model, load_policy
+from kimina_edu.models import choose_model, load_policy
 from kimina_edu.pocket import PocketRecipe
 from kimina_edu.rollouts import chat_prompt, generate
 from kimina_edu.tiny import tiny_random_llama

@@ -6,7 +6,8 @@ import pytest
 import torch
 from toy_task import brevity_reward, toy_config
 
-from kimina_edu.checkpoints import CheckpointError, load_state, save_state
+from kimina_edu.checkpoints import load_state, save_state
+from kimina_edu.errors import CheckpointError
 from kimina_edu.models import load_policy
 from kimina_edu.pocket import PocketRecipe
 from kimina_edu.tasks import SEEDS, make_entries

@@ -5,6 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
+from kimina_edu.logprobs import (
+    Rollout,
+    completion_logprobs,
+    reference_completion_logprobs,
+    token_entropy,
+    token_logprobs,
+)
 from kimina_edu.lora import lora_config
 from kimina_edu.models import load_policy
 from kimina_edu.pocket import PocketRecipe
@@ -20,15 +27,8 @@ from kimina_edu.rollouts import (
 )
 from kimina_edu.tasks import SEEDS, make_entries
 from kimina_edu.tiny import tiny_random_llama
-from kimina_edu.trainer import (
-    GRPOTrainer,
-    Rollout,
-    TrainConfig,
-    completion_logprobs,
-    reference_completion_logprobs,
-    token_entropy,
-    token_logprobs,
-)
+from kimina_edu.train_config import TrainConfig
+from kimina_edu.trainer import GRPOTrainer
 
 SMOKE = PocketRecipe.smoke()
 ENTRIES = make_entries("syllogism", 32, SEEDS["rl"])

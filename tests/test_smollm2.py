@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from kimina_edu import smollm2
-from kimina_edu.models import ModelUnavailableError, choose_model, load_policy
+from kimina_edu.errors import ModelUnavailableError
+from kimina_edu.models import choose_model, load_policy
 
 # An ordinary English sentence, not from any course file: a trained model predicts it well.
 SENTENCE = ("The cat sat on the mat because it was warm in the afternoon sun, "

@@ -43,8 +43,8 @@ EPS_LOW, EPS_HIGH = 0.2, 0.28  # chapter 2's parameters cell
 @pytest.fixture(scope="module")
 def tiny():
     """The tiny random Llama and a few rollouts of different lengths, as chapter 4's grader cells get them."""
+    from kimina_edu.logprobs import Rollout
     from kimina_edu.tiny import tiny_random_llama
-    from kimina_edu.trainer import Rollout
 
     model = tiny_random_llama(vocab_size=64, seed=0)
     g = torch.Generator().manual_seed(0)

@@ -4,10 +4,11 @@ import pytest
 import torch
 
 from kimina_edu.grpo import LOSS_TYPES, TRL_LOSSES, policy_loss
+from kimina_edu.logprobs import Rollout, completion_logprobs
 from kimina_edu.models import load_policy
 from kimina_edu.pocket import PocketRecipe
 from kimina_edu.tasks import SEEDS, make_entries
-from kimina_edu.trainer import Rollout, TrainConfig, completion_logprobs
+from kimina_edu.train_config import TrainConfig
 from kimina_edu.trl_bridge import (
     REWARD_FUNCS,
     build_dataset,

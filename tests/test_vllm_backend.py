@@ -29,6 +29,7 @@ from typing import ClassVar
 import pytest
 import torch
 
+from kimina_edu.logprobs import truncated_importance_weights
 from kimina_edu.lora import lora_config
 from kimina_edu.merged_weights import vllm_weights
 from kimina_edu.models import base_model_path, load_policy
@@ -43,7 +44,8 @@ from kimina_edu.rollouts import (
     encode_prompts,
 )
 from kimina_edu.tasks import SEEDS, make_entries
-from kimina_edu.trainer import GRPOTrainer, TrainConfig, truncated_importance_weights
+from kimina_edu.train_config import TrainConfig
+from kimina_edu.trainer import GRPOTrainer
 
 SMOKE = PocketRecipe.smoke()
 ENTRIES = make_entries("syllogism", 32, SEEDS["rl"])

@@ -2,7 +2,7 @@
 policy must learn to emit its end-of-turn token early) and small settings that learn it in 4 steps."""
 
 from kimina_edu.rewards import RewardBreakdown
-from kimina_edu.trainer import TrainConfig
+from kimina_edu.train_config import TrainConfig
 
 
 def brevity_reward(text, entry):
