@@ -8,6 +8,22 @@ from collections.abc import Iterable
 import matplotlib.pyplot as plt
 import numpy as np
 
+# What each logged key measures, for its panel's y label.
+KEY_UNITS: dict[str, str] = {
+    "reward_mean": "reward", "reward_std": "reward", "correct": "fraction of completions",
+    "format": "fraction of completions", "frac_zero_std_groups": "fraction of groups",
+    "completion_length": "tokens per completion", "grad_norm": "gradient norm", "entropy": "nats per token",
+    "approx_kl": "nats per token", "clip_frac_low": "fraction of tokens", "clip_frac_high": "fraction of tokens",
+    "adv_std": "advantage", "adv_mean": "advantage", "truncation_rate": "fraction of completions",
+}
+
+# The smallest y range a key's panel shows: a completion's length moves in whole tokens, so a run whose mean
+# length wanders by half a token must not fill the panel with that wander (it would read as a trend).
+MIN_SPAN: dict[str, float] = {"completion_length": 4.0}
+
+# Special tokens as a reader should see them: every chat template's end-of-turn or end-of-text marker is <eos>.
+READABLE_TOKENS = {"<|im_end|>": "<eos>", "<|endoftext|>": "<eos>", "</s>": "<eos>", "<|eot_id|>": "<eos>"}
+
 
 def _ax(ax=None, figsize=(6, 3.5)):
     if ax is None:
@@ -58,7 +74,10 @@ def plot_curves(logs: list[dict], keys: Iterable[str], ax=None, label_prefix: st
         values = raw
         if window > 1:  # centred moving average; the window shrinks at the edges instead of padding with 0
             values = pd.Series(raw).rolling(window, min_periods=1, center=True).mean().to_numpy()
-        (line,) = ax.plot(steps, values, label=f"{label_prefix}{key}")
+        finite = raw[np.isfinite(raw)]
+        constant = len(finite) > 1 and np.ptp(finite) == 0
+        note = f" (constant {finite[0]:.2f} over the run)" if constant else ""
+        (line,) = ax.plot(steps, values, label=f"{label_prefix}{key}{note}")
         if key in band:
             se = np.array([row.get(band[key], np.nan) for row in logs], dtype=float)
             roll = pd.Series(se**2).rolling(max(window, 1), min_periods=1, center=True)
@@ -67,12 +86,39 @@ def plot_curves(logs: list[dict], keys: Iterable[str], ax=None, label_prefix: st
                             label=f"{label_prefix}{key} ± 2 s.e.")
             ax.plot(steps, raw, ".", color=line.get_color(), alpha=0.4, ms=4)
     ax.set_xlabel("step")
+    _label_y(ax, keys)
+    _widen_to(ax, max((MIN_SPAN.get(k, 0.0) for k in keys), default=0.0))
     ax.legend(fontsize=8)
     return ax
 
 
+def _label_y(ax, keys: Iterable[str]) -> None:
+    """The y label names the units of every key drawn on the axes (panels are drawn key by key)."""
+    units = [KEY_UNITS.get(k, k) for k in keys]
+    known = [u for u in ax.get_ylabel().split(" / ") if u]
+    ax.set_ylabel(" / ".join(dict.fromkeys(known + units)))
+
+
+def _widen_to(ax, span: float) -> None:
+    """Show at least ``span`` on the y axis, centred on the data, so a narrow wander stays narrow."""
+    low, high = ax.get_ylim()
+    if span and high - low < span:
+        middle = (low + high) / 2
+        ax.set_ylim(middle - span / 2, middle + span / 2)
+        ys = np.concatenate([np.asarray(line.get_ydata(), dtype=float) for line in ax.lines] or [np.zeros(1)])
+        ys = ys[np.isfinite(ys)]
+        spread = float(np.ptp(ys)) if len(ys) else 0.0
+        for text in [t for t in ax.texts if t.get_gid() == "min-span"]:
+            text.remove()
+        ax.text(0.99, 0.02, f"axis spans {span:g}; the data spread {spread:.2g}", fontsize=7, ha="right",
+                va="bottom", transform=ax.transAxes, color="grey", gid="min-span")
+
+
 def token_label(text: str) -> str:
-    """A decoded token as an axis label: newlines and tabs made visible, never an empty string."""
+    """Decoded text as a label: newlines and tabs made visible (⏎, ⇥), end-of-turn markers as <eos>,
+    never an empty string — a raw ``\n<|im_end|>`` in a legend reads as noise."""
+    for raw, shown in READABLE_TOKENS.items():
+        text = text.replace(raw, shown)
     return text.replace("\n", "⏎").replace("\t", "⇥") or "∅"
 
 
@@ -87,7 +133,7 @@ def plot_probe_logprobs(steps: list[int], sums: list[list[float]], labels: list[
     for s, label, role, g in zip(sums, labels, roles, groups):
         delta = np.asarray(s, dtype=float) - s[0]
         style = {"high": "-", "low": "--"}.get(role, ":")
-        ax.plot(steps, delta, style, color=colours(g % 10), lw=2 if role == "high" else 1.5, label=label)
+        ax.plot(steps, delta, style, color=colours(g % 10), lw=2 if role == "high" else 1.5, label=token_label(label))
     ax.axhline(0.0, color="k", lw=0.5)
     ax.set(xlabel="GRPO step", ylabel=f"Δ log π({what})  [nats, vs step 0]",
            title=f"fixed probe completions under the training policy: {what} (solid: advantage > 0, dashed: < 0)")
@@ -113,7 +159,7 @@ def plot_probe_heatmap(tokens: list[list[str]], values: list[list[float]], group
         ax.set_xticks(range(len(toks)), [token_label(t) for t in toks], rotation=90, fontsize=6)
         ax.set_yticks([])
         ax.set_xlim(-0.5, width - 0.5)
-        ax.set_title(labels[i], fontsize=7, loc="left", pad=2)
+        ax.set_title(token_label(labels[i]), fontsize=7, loc="left", pad=2)
         if i + 1 < len(tokens) and groups[i + 1] != groups[i]:  # the next strip answers another question
             ax.spines["bottom"].set(linewidth=3, color="black")
     fig.suptitle(title, fontsize=10)
@@ -158,4 +204,97 @@ def plot_update_shift(logs: list[dict], ax=None, gap_ax=None):
         gap_ax.set_yscale("symlog", linthresh=max(float(np.median(np.abs(gap))), 1e-6))
         gap_ax.set(xlabel="GRPO step", ylabel="rewarded − penalised  [nats, symlog]",
                    title=f"the gap, update by update: right way round in {int((gap > 0).sum())} of {len(gap)}")
+    return ax
+
+
+STYLES = [("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"), ((0, (5, 1, 1, 1)), "v")]
+
+
+def _coinciding(series: dict[str, list[float]]) -> dict[str, list[str]]:
+    """For each name, the other names whose values equal its own everywhere (to float rounding)."""
+    same: dict[str, list[str]] = {}
+    for name, values in series.items():
+        same[name] = [other for other, v in series.items()
+                      if other != name and len(v) == len(values) and np.allclose(v, values, rtol=1e-9, atol=0.0)]
+    return same
+
+
+def plot_token_weights(lengths: list[int], weights: dict[str, list[float]], ax=None, why_same: str = ""):
+    """The gradient weight of one token by its completion's length, one line per loss type, each with its
+    own line style and marker so lines that coincide stay visible; the legend names the coinciders.
+    ``why_same``: one phrase for the legend saying why the coinciding ones coincide."""
+    ax = _ax(ax)
+    same = _coinciding(weights)
+    for i, (name, w) in enumerate(weights.items()):
+        style, marker = STYLES[i % len(STYLES)]
+        label = name + (f" (same as {', '.join(same[name])}{': ' + why_same if why_same else ''})" if same[name] else "")
+        ax.plot(lengths, w, linestyle=style, marker=marker, markersize=9 - 2.5 * i, lw=2.5 - 0.5 * i, label=label,
+                alpha=0.9)
+    ax.set(xlabel="completion length (tokens)", ylabel="gradient weight per token", yscale="log")
+    ax.legend(fontsize=8)
+    return ax
+
+
+def plot_variant_lengths(variants: dict[str, list[dict]], ax=None, window: int = 3):
+    """Mean completion length by step for several loss types. Each curve gets its own style and marker;
+    when the curves are identical step for step the title says so, since they would otherwise draw as one."""
+    import pandas as pd
+
+    ax = _ax(ax)
+    curves = {name: [r.get("completion_length", np.nan) for r in rows] for name, rows in variants.items()}
+    for i, (name, rows) in enumerate(variants.items()):
+        raw = pd.Series(curves[name], dtype=float)
+        smooth = raw.rolling(window, min_periods=1, center=True).mean() if window > 1 else raw
+        style, marker = STYLES[i % len(STYLES)]
+        ax.plot([r["step"] for r in rows], smooth, linestyle=style, marker=marker, markersize=9 - 2.5 * i,
+                lw=2.5 - 0.5 * i, alpha=0.9, label=name)
+    identical = len(curves) > 1 and len({tuple(v) for v in curves.values()}) == 1
+    ax.set(xlabel="step", ylabel=KEY_UNITS["completion_length"],
+           title="identical step for step: the lines lie on top of each other" if identical
+           else "completion length by loss type")
+    _widen_to(ax, MIN_SPAN["completion_length"])
+    ax.legend(fontsize=8)
+    return ax
+
+
+def plot_pass_vs_best(ks: list[int], pass_k: dict[int, float], best_k: dict[int, float], ax=None,
+                      scripted: bool = False):
+    """pass@k (unbiased) against verl's bootstrap best@k on the same samples, k on a log axis labelled
+    only at the ks measured (no minor tick labels). ``scripted``: the verdicts came from a script, and
+    the title says so."""
+    from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
+
+    ax = _ax(ax)
+    ax.plot(ks, [pass_k[k] for k in ks], "o-", label="pass@k (unbiased, without replacement)")
+    ax.plot(ks, [best_k[k] for k in ks], "s--", label="best@k (verl bootstrap, with replacement)")
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(FixedLocator(ks))
+    ax.set_xticks(ks, [str(k) for k in ks])
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    where = "scripted verdicts, " if scripted else ""
+    ax.set(xlabel="k", ylabel="accuracy", title=f"same {max(ks)} samples per problem ({where}not a model's)"
+           if scripted else f"same {max(ks)} samples per problem")
+    ax.legend(fontsize=8)
+    return ax
+
+
+def plot_pretraining_loss(loss_curve: list[float], pretrain_steps: int, ax=None):
+    """The pocket model's pretraining loss against optimizer steps. ``loss_curve`` keeps every
+    ``pretrain_steps // 100``-th step's loss (``pocket.py``), so point i is step ``1 + i · stride``."""
+    ax = _ax(ax, figsize=(6, 3))
+    stride = max(1, pretrain_steps // 100)
+    steps = [1 + i * stride for i in range(len(loss_curve))]
+    ax.plot(steps, loss_curve)
+    ax.set(title="pocket model pretraining", xlabel=f"optimizer step (every {stride}th shown)",
+           ylabel="next-token loss [nats]")
+    return ax
+
+
+def plot_format_counts(counts: dict[str, int], names: list[str], n_draws: int, ax=None, title: str = ""):
+    """How many of ``n_draws`` responses got each format verdict, one bar per verdict in ``names``' order."""
+    ax = _ax(ax, figsize=(7, 4))
+    ax.barh(names, [counts.get(n, 0) for n in names])
+    ax.invert_yaxis()
+    ax.set(xlabel=f"number of the {n_draws} draws", ylabel="format verdict", title=title)
     return ax
