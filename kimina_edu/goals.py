@@ -16,8 +16,8 @@ def gain_points(m: dict[str, Any]) -> float:
     return round(100 * (m["accuracy_after"] - m["accuracy_before"]), 6)
 
 
-# What a full offline run must show, judged on each notebook's metrics.json. Only for the pocket
-# model (the figures were measured on it) and never in SMOKE mode (tiny sizes learn little).
+# What a full offline run of the pocket model must show, judged on each notebook's metrics.json; never
+# in SMOKE mode (tiny sizes learn little).
 # `make robustness` checks the same goals for SEED 0–4 (benchmarks/robustness.py).
 LEARNING_GOALS: dict[str, list[tuple[str, Any]]] = {
     "03": [("SFT accuracy ≥ 65%", lambda m: m["sft_accuracy"] >= 0.65),
@@ -40,8 +40,8 @@ LEARNING_GOALS: dict[str, list[tuple[str, Any]]] = {
 SMOLLM2_GOALS: dict[str, list[tuple[str, Any]]] = {
     "03": [("SFT accuracy ≥ 70%", lambda m: m["sft_accuracy"] >= 0.70),
            ("SFT format rate ≥ 95%", lambda m: m["sft_format_rate"] >= 0.95)],
-    # a known gap, said where the miss is printed: no preset has met it in every measured seed yet
-    "04": [(("GRPO accuracy ≥ SFT accuracy + 3 points (no preset meets it in every seed yet, on a CPU or a GPU: "
+    # a known gap, said where the miss is printed: no preset has met it in every measured seed
+    "04": [(("GRPO accuracy ≥ SFT accuracy + 3 points (no preset has met it in every measured seed, on a CPU or a GPU: "
              "notebook 04's closing measured cell gives the ranges)"),
             lambda m: gain_points(m) >= 3)],
 }
