@@ -38,6 +38,7 @@ from kimina_edu.probes import ProbeSet, update_shift
 from kimina_edu.rewards import RewardBreakdown, score_completion
 from kimina_edu.rollouts import TransformersBackend, chat_prompt, encode_prompts
 from kimina_edu.tasks import SEEDS, make_entries
+from kimina_edu.token_dynamics import TOKEN_SHIFT_FILE, token_shift_record
 from kimina_edu.train_config import TrainConfig
 
 
@@ -65,6 +66,9 @@ class GRPOTrainer:
         self.rollout_path = self.output_dir / "rollouts.jsonl"
         # fixed completions scored at the start, every probes.every steps and at the end (ProbeSet)
         self.probes, self.probe_path = probes, self.output_dir / "probes.jsonl"
+        # each measured update's per-token changes (token_dynamics.token_shift_record): nested rows kept
+        # beside log.jsonl, whose rows stay flat numbers for the curves that read every key
+        self.token_shift_path = self.output_dir / TOKEN_SHIFT_FILE
 
     # ---- experience collection
     @torch.no_grad()
@@ -165,7 +169,7 @@ class GRPOTrainer:
             return {"skipped": 1.0}
         step = self.step + 1  # the step this update belongs to (train_step counts it after learning)
         measure = bool(cfg.shift_every) and (step == 1 or step % cfg.shift_every == 0)
-        before = self._mean_token_logps(buffer) if measure else None
+        before = self._token_logps(buffer) if measure else None
         self.model.train()
         totals: dict[str, float] = {}
         n_mb, n_tokens, t0 = 0, 0, time.perf_counter()
@@ -191,20 +195,40 @@ class GRPOTrainer:
         out["train_tokens_per_s"] = n_tokens / (time.perf_counter() - t0)
         out["skipped"] = 0.0
         if before is not None:
-            out.update(update_shift([r.advantage for r in buffer], before, self._mean_token_logps(buffer)))
+            self._measure_update(step, buffer, before, self._token_logps(buffer), out)
         return out
 
-    @torch.no_grad()
+    def _measure_update(self, step: int, buffer: list[Rollout], before: list[list[float]],
+                        after: list[list[float]], out: dict[str, float]) -> None:
+        """One update's effect from the same two scorings: per-completion means into the log row
+        (``shift_*``), the per-token record into ``token_shift.jsonl`` (written with the step's row)."""
+        advantages = [r.advantage for r in buffer]
+        out.update(update_shift(advantages, [_mean(b) for b in before], [_mean(a) for a in after]))
+        texts = [[self._token_text(t) for t in r.completion_ids] for r in buffer]
+        self._pending_token_shift = [token_shift_record(step, advantages, before, after, texts)]
+
+    def _token_text(self, token_id: int) -> str:
+        """A token's decoded text, cached: a buffer repeats a few hundred distinct ids."""
+        cache = self.__dict__.setdefault("_token_texts", {})
+        if token_id not in cache:
+            cache[token_id] = self.tok.decode([token_id])
+        return cache[token_id]
+
     def _mean_token_logps(self, rollouts: list[Rollout]) -> list[float]:
-        """Each rollout's mean per-token completion log-prob under the current weights (evaluation
-        mode, no gradient), in minibatch-sized chunks."""
+        """Each rollout's mean per-token completion log-prob under the current weights."""
+        return [_mean(lp) for lp in self._token_logps(rollouts)]
+
+    @torch.no_grad()
+    def _token_logps(self, rollouts: list[Rollout]) -> list[list[float]]:
+        """Each rollout's per-token completion log-probs under the current weights (evaluation mode,
+        no gradient), in minibatch-sized chunks: what update_shift and token_shift.jsonl both read."""
         was_training = self.model.training
         self.model.eval()
-        out: list[float] = []
+        out: list[list[float]] = []
         for k in range(0, len(rollouts), self.cfg.minibatch_size):
-            logp, mask = completion_logprobs(self.model, rollouts[k : k + self.cfg.minibatch_size], self.tok.pad_token_id,
-                                             temperature=self.score_temperature)
-            out.extend(((logp * mask).sum(1) / mask.sum(1).clamp(min=1)).tolist())
+            chunk = rollouts[k : k + self.cfg.minibatch_size]
+            logp, _ = completion_logprobs(self.model, chunk, self.tok.pad_token_id, temperature=self.score_temperature)
+            out.extend(logp[i, : len(r.completion_ids)].float().cpu().tolist() for i, r in enumerate(chunk))
         self.model.train(was_training)
         return out
 
@@ -270,6 +294,7 @@ class GRPOTrainer:
             raise RuntimeError(f"this trainer was stopped in the middle of step {self.step + 1}, so its weights are "
                                "half-updated: call resume_from(latest_checkpoint(output_dir)) first, or make a new trainer")
         rewind_logs(self)  # rows past this step (an older run in the same folder) would be duplicated
+        self._rewind_token_shift()
         self._record_probes(start=True)
         bar = tqdm(total=self.cfg.steps, initial=self.step, desc="GRPO", disable=not self.progress)
         in_step = False
@@ -363,6 +388,8 @@ class GRPOTrainer:
         append_jsonl(self.rollout_path, getattr(self, "_pending_rollouts", []))
         self._pending_rollouts = []
         append_jsonl(self.log_path, [row])
+        append_jsonl(self.token_shift_path, getattr(self, "_pending_token_shift", []))
+        self._pending_token_shift = []
         if self.probes is not None and self.step % self.probes.every == 0:
             self._record_probes()
         return row
@@ -386,6 +413,16 @@ class GRPOTrainer:
         """Continue a run: same weights, optimizer, data order and RNG state as when saved; the
         checkpoint is verified first, and log rows after its step are dropped (they will be rewritten)."""
         restore_trainer(self, path)
+        self._rewind_token_shift()
+
+    def _rewind_token_shift(self) -> None:
+        """Drop ``token_shift.jsonl`` rows of updates after the current step: they will be measured again."""
+        rewind_jsonl(self.token_shift_path, lambda row: row.get("step", self.step + 1) <= self.step)
+
+
+def _mean(values: list[float]) -> float:
+    """The mean of a completion's per-token log-probs (0 for an empty one, as a masked mean gives)."""
+    return sum(values) / len(values) if values else 0.0
 
 
 def signal_exhausted(silent: list[bool], window: int) -> bool:

@@ -314,3 +314,51 @@ def test_the_learner_scores_at_the_sampling_temperature_only_when_asked(tmp_path
         want, mask = completion_logprobs(trainer.model, rows, trainer.tok.pad_token_id, temperature=t)
         got = trainer._mean_token_logps(rows)
         assert got == pytest.approx(((want * mask).sum(1) / mask.sum(1)).tolist(), abs=1e-5)
+
+
+def test_every_measured_update_records_its_per_token_changes_matching_a_direct_computation(tmp_path):
+    """token_shift.jsonl beside log.jsonl: one row per measured update whose quantiles and top movers
+    equal a direct before/after scoring of that update's own buffer (no extra forward pass in the trainer)."""
+    import copy
+
+    import numpy as np
+
+    from kimina_edu.token_dynamics import QUANTILES, read_token_shift
+
+    tr = _trainer(tmp_path, _cfg(steps=2, shift_every=2))
+    seen = {}
+    original = tr.learn
+
+    def spy(buffer):
+        kept = [r for r in buffer if r.advantage != 0.0 and not (tr.cfg.mask_truncated and r.truncated)]
+        seen[tr.step + 1] = (copy.deepcopy(tr.model), kept)
+        return original(buffer)
+
+    tr.learn = spy
+    calls = []
+    real = tr._token_logps
+    tr._token_logps = lambda rows: calls.append(len(rows)) or real(rows)
+    log = tr.train()
+    records = read_token_shift(tmp_path)
+    measured = [r["step"] for r in log if "shift_pos" in r]
+    assert [r["step"] for r in records] == measured and measured, (measured, records)
+    assert len(calls) == 2 * len(measured)  # the two scorings update_shift always made, nothing more
+    for rec in records:
+        model_before, buffer = seen[rec["step"]]
+        after_model = tr.model if rec["step"] == log[-1]["step"] else None
+        if after_model is None:
+            continue  # only the last update's "after" weights are the trainer's current ones
+        b, _ = completion_logprobs(model_before.eval(), buffer, tr.tok.pad_token_id)
+        a, _ = completion_logprobs(after_model.eval(), buffer, tr.tok.pad_token_id)
+        deltas = [(a[i, : len(r.completion_ids)] - b[i, : len(r.completion_ids)]).detach().numpy()
+                  for i, r in enumerate(buffer)]
+        pos = np.concatenate([d for d, r in zip(deltas, buffer) if r.advantage > 0])
+        assert rec["pos"]["q"] == pytest.approx(np.quantile(pos, QUANTILES).tolist(), abs=1e-5)
+        top = max(((abs(d[j]), i, j) for i, d in enumerate(deltas) for j in range(len(d))))
+        assert (rec["top"][0]["completion"], rec["top"][0]["position"]) == top[1:]
+        assert rec["top"][0]["text"] == tr.tok.decode([buffer[top[1]].completion_ids[top[2]]])
+        break
+    else:
+        pytest.fail("the last step was not a measured update: nothing compared")
+    # the log rows stay flat numbers; the nested per-token record lives beside them
+    assert all(not isinstance(v, (dict, list)) for r in log for v in r.values())

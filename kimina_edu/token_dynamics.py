@@ -1,0 +1,378 @@
+"""What each GRPO update does to each token (chapter 4): measured, explained, drawn.
+
+The trainer measures an update every ``cfg.shift_every`` steps by scoring the buffer it learned from
+just before and just after its optimizer step (:func:`kimina_edu.probes.update_shift`). Averaged per
+completion, that hides where the move sits: in this course's tasks most of it sits on a few tokens
+(the verdict inside ``<answer>…</answer>``), whatever the completion's advantage. So each measured
+update also gets one compact row in ``token_shift.jsonl`` beside ``log.jsonl``
+(:func:`token_shift_record`): the quantiles of the per-token change Δ = log π_after − log π_before for
+tokens of completions with A > 0 and with A < 0, the means of the answer tokens and of the rest, and
+the top movers with their text. :func:`plot_token_shift` and :func:`plot_token_shift_cumulative` draw
+those rows; :func:`explain` and :func:`explain_probes` turn a run's own numbers into ``  why:`` lines
+printed under a ✗ check, and :func:`unexplained_crosses` finds ✗ lines printed without one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
+TOP_K = 8  # top movers kept per update: enough to see which tokens, few enough to label
+ANSWER_TEXTS = 6  # distinct answer-token texts kept per update (the verdict's vocabulary is small)
+TOKEN_SHIFT_FILE = "token_shift.jsonl"
+WHY = "  why:"  # the prefix of an explanation line printed right under a ✗ line
+
+# ------------------------------------------------------------------ measuring
+
+
+def answer_token_mask(token_texts: Sequence[str]) -> list[bool]:
+    """True for each token whose text lies inside the last ``<answer>…</answer>`` block (the graded
+    one, as :func:`kimina_edu.rewards.extract_answer` reads it), tags and blank tokens excluded; an
+    answer cut off before its closing tag runs to the end."""
+    text = "".join(token_texts)
+    start = text.rfind("<answer>")
+    if start < 0:
+        return [False] * len(token_texts)
+    start += len("<answer>")
+    end = text.find("</answer>", start)
+    end = len(text) if end < 0 else end
+    mask, pos = [], 0
+    for t in token_texts:
+        lo, hi = pos, pos + len(t)
+        mask.append(lo < end and hi > start and bool(t.strip()) and "<answer>" not in t and "</answer>" not in t)
+        pos = hi
+    return mask
+
+
+def _side(deltas: np.ndarray) -> dict:
+    """Count, mean and quantiles of one side's per-token changes (empty: count 0, no numbers)."""
+    if deltas.size == 0:
+        return {"n": 0, "mean": None, "q": None}
+    return {"n": int(deltas.size), "mean": float(deltas.mean()), "q": np.quantile(deltas, QUANTILES).tolist()}
+
+
+def _mean(deltas: np.ndarray) -> dict:
+    return {"n": int(deltas.size), "mean": float(deltas.mean()) if deltas.size else None}
+
+
+def token_shift_record(step: int, advantages: Sequence[float], before: Sequence[Sequence[float]],
+                       after: Sequence[Sequence[float]], token_texts: Sequence[Sequence[str]], *,
+                       k: int = TOP_K) -> dict:
+    """One measured update as one JSON row: per-token Δlog-prob (after − before, nats) of every
+    completion token of the buffer, summarised by the sign of its completion's advantage.
+
+    ``pos`` / ``neg``: count, mean and :data:`QUANTILES` of Δ over tokens with A > 0 / A < 0.
+    ``answer`` / ``other``: the mean Δ of the tokens inside ``<answer>…</answer>`` and of the rest,
+    per sign. ``answer_texts``: the most frequent answer-token texts with their mean Δ.
+    ``top``: the ``k`` largest |Δ| with text, Δ, advantage, completion index, position and whether
+    they sit in the answer; ``top_in_answer`` counts those that do.
+    """
+    n = len(advantages)
+    if not n == len(before) == len(after) == len(token_texts):
+        raise ValueError(f"token_shift_record: {n} advantages, {len(before)} before, {len(after)} after, "
+                         f"{len(token_texts)} token lists: pass one of each per completion")
+    deltas, masks = [], []
+    for i, (b, a, t) in enumerate(zip(before, after, token_texts)):
+        for name, v in (("before", b), ("after", a)):
+            if len(v) != len(t):
+                raise ValueError(f"token_shift_record: completion {i} has {len(t)} tokens but {len(v)} log-probs "
+                                 f"{name}: score the same completions before and after")
+        deltas.append(np.asarray(a, dtype=float) - np.asarray(b, dtype=float))
+        masks.append(np.asarray(answer_token_mask(t), dtype=bool))
+    pick = {"pos": [i for i in range(n) if advantages[i] > 0], "neg": [i for i in range(n) if advantages[i] < 0]}
+
+    def cat(idx, which=None):
+        parts = [deltas[i] if which is None else deltas[i][masks[i] == which] for i in idx]
+        return np.concatenate(parts) if parts else np.zeros(0)
+
+    record = {"step": int(step), "quantiles": list(QUANTILES),
+              **{s: _side(cat(idx)) for s, idx in pick.items()},
+              "answer": {s: _mean(cat(idx, True)) for s, idx in pick.items()},
+              "other": {s: _mean(cat(idx, False)) for s, idx in pick.items()}}
+    record["answer_texts"] = _answer_texts(deltas, masks, token_texts, advantages)
+    flat = sorted(((abs(d), i, j) for i, row in enumerate(deltas) for j, d in enumerate(row)),
+                  key=lambda x: (-x[0], x[1], x[2]))[:k]
+    record["top"] = [{"text": token_texts[i][j], "delta": float(deltas[i][j]), "advantage": float(advantages[i]),
+                      "completion": i, "position": j, "in_answer": bool(masks[i][j])} for _, i, j in flat]
+    record["top_in_answer"] = sum(t["in_answer"] for t in record["top"])
+    return record
+
+
+def _answer_texts(deltas, masks, token_texts, advantages) -> list[dict]:
+    """The most frequent texts among answer tokens, each with its count and mean Δ (all, A > 0, A < 0)."""
+    by: dict[str, list[tuple[float, float]]] = {}
+    for d, m, t, a in zip(deltas, masks, token_texts, advantages):
+        for j in np.flatnonzero(m):
+            by.setdefault(t[j], []).append((float(d[j]), float(a)))
+    out = []
+    for text, vals in sorted(by.items(), key=lambda kv: -len(kv[1]))[:ANSWER_TEXTS]:
+        entry = {"text": text, "n": len(vals), "mean": sum(v for v, _ in vals) / len(vals)}
+        for side, keep in (("pos", lambda a: a > 0), ("neg", lambda a: a < 0)):
+            sel = [v for v, a in vals if keep(a)]
+            entry[f"n_{side}"], entry[f"mean_{side}"] = len(sel), (sum(sel) / len(sel) if sel else None)
+        out.append(entry)
+    return out
+
+
+def read_token_shift(path: str | Path) -> list[dict]:
+    """The rows of a run's ``token_shift.jsonl`` (a run folder or the file itself), by step."""
+    path = Path(path)
+    path = path / TOKEN_SHIFT_FILE if path.is_dir() else path
+    if not path.exists():
+        raise FileNotFoundError(f"no {TOKEN_SHIFT_FILE} at {path}: the trainer writes it when it measures updates "
+                                "(TrainConfig.shift_every > 0); pass the run's output_dir")
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return sorted(rows, key=lambda r: r["step"])
+
+
+# ------------------------------------------------------------------ explaining
+
+
+def _f(x: float | None) -> str:
+    return "—" if x is None else f"{x:+.2f}"
+
+
+def _avg(records: list[dict], part: str, side: str) -> float | None:
+    vals = [r[part][side]["mean"] for r in records if r[part][side]["mean"] is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def _texts_over_run(records: list[dict]) -> list[tuple[str, int, float]]:
+    """Answer-token texts over all records: (text, count, mean Δ per update), most frequent first."""
+    acc: dict[str, list[float]] = {}
+    for r in records:
+        for e in r.get("answer_texts", []):
+            acc.setdefault(e["text"], []).extend([e["mean"]] * e["n"])
+    return sorted(((t, len(v), sum(v) / len(v)) for t, v in acc.items()), key=lambda x: -x[1])
+
+
+def explain(records: list[dict]) -> list[str]:
+    """``  why:`` lines computed from a run's ``token_shift.jsonl`` rows: where the measured updates put
+    their move — the answer tokens against the rest, per advantage sign — which answer texts moved and
+    how far, and how many of the top movers sat in the answer. Printed under a dynamics ✗ line."""
+    if not records:
+        return [f"{WHY} no update was measured (shift_every = 0): nothing to explain from"]
+    n = len(records)
+    ans = {s: _avg(records, "answer", s) for s in ("pos", "neg")}
+    oth = {s: _avg(records, "other", s) for s in ("pos", "neg")}
+    lines = [(f"{WHY} over {n} measured updates the answer tokens moved {_f(ans['pos'])} nats per update in "
+              f"rewarded completions and {_f(ans['neg'])} in penalised ones; every other token "
+              f"{_f(oth['pos'])} / {_f(oth['neg'])}")]
+    texts = _texts_over_run(records)[:3]
+    if texts:
+        lines.append(f"{WHY} answer tokens by text (mean Δ per update, all advantages): "
+                     + ", ".join(f"{token_label(t)!r} {m:+.3f} ({c} tokens)" for t, c, m in texts))
+    top = [t for r in records for t in r["top"]]
+    if top:
+        lines.append(f"{WHY} {sum(t['in_answer'] for t in top)} of {len(top)} largest single-token moves sat inside "
+                     f"<answer>…</answer>; the largest, {token_label(max(top, key=lambda t: abs(t['delta']))['text'])!r}, "
+                     f"moved {max(top, key=lambda t: abs(t['delta']))['delta']:+.2f}")
+    med = [r[s]["q"][QUANTILES.index(0.5)] for r in records for s in ("pos", "neg") if r[s]["q"]]
+    if med:
+        lines.append(f"{WHY} the median token moved at most {max(abs(m) for m in med):.4f} nats in any measured update: "
+                     "a completion's summed change is carried by its few large movers, not by its typical token")
+    return lines
+
+
+def explain_probes(probe_rows: list[dict], probe_tokens: Sequence[Sequence[str]]) -> list[str]:
+    """``  why:`` lines from ``probes.jsonl`` rows and each probe's token texts: the first → last change
+    of the rewarded ("high") and penalised ("low") probes, split between the answer tokens and the rest,
+    and the answer texts that moved most — what the probe checks' ✗ lines summed over."""
+    steps = sorted({r["step"] for r in probe_rows})
+    if len(steps) < 2:
+        return [f"{WHY} the probes were scored at one checkpoint only: nothing moved yet"]
+    first = {r["probe"]: r for r in probe_rows if r["step"] == steps[0]}
+    last = {r["probe"]: r for r in probe_rows if r["step"] == steps[-1]}
+    split: dict[str, list[tuple[float, float]]] = {"high": [], "low": []}
+    by_text: dict[str, list[float]] = {}
+    for p, r in first.items():
+        if r["role"] not in split or p not in last or p >= len(probe_tokens):
+            continue
+        d = np.asarray(last[p]["token_logp"]) - np.asarray(r["token_logp"])
+        m = np.asarray(answer_token_mask(probe_tokens[p]), dtype=bool)
+        split[r["role"]].append((float(d[m].sum()), float(d[~m].sum())))
+        for j in np.flatnonzero(m):
+            by_text.setdefault(probe_tokens[p][j], []).append(float(d[j]))
+    lines = []
+    for role, name in (("high", "rewarded"), ("low", "penalised")):
+        if split[role]:
+            a = sum(x for x, _ in split[role]) / len(split[role])
+            o = sum(y for _, y in split[role]) / len(split[role])
+            lines.append(f"{WHY} the {name} probes (step {steps[0]} → {steps[-1]}, mean of {len(split[role])}): "
+                         f"answer tokens {a:+.2f} nats, all other tokens {o:+.2f}")
+    ranked = sorted(by_text.items(), key=lambda kv: -abs(sum(kv[1]) / len(kv[1])))[:3]
+    if ranked:
+        lines.append(f"{WHY} the answer tokens that moved most, whatever the probe's advantage: "
+                     + ", ".join(f"{token_label(t)!r} {sum(v) / len(v):+.2f} (in {len(v)} probes)" for t, v in ranked))
+    return lines or [f"{WHY} no rewarded or penalised probe: the probe batch had no question with signal"]
+
+
+def unexplained_crosses(lines: str | Sequence[str]) -> list[str]:
+    """The ✗ lines of a cell's printed output that no explanation follows.
+
+    Convention: a ✗ line is one whose first non-blank character is ✗ (a check that failed); it is
+    explained when the line right after it starts with ``"  why:"`` (two spaces, then ``why:``) —
+    lines computed from the run's numbers, e.g. by :func:`explain`. Consecutive ✗ lines may share
+    the ``why:`` lines that follow the last of them. Anything else after a ✗ line (a blank line, an
+    indented remark without ``why:``, the end of the output) leaves it unexplained.
+    """
+    if isinstance(lines, str):
+        lines = lines.splitlines()
+    out, pending = [], []
+    for line in list(lines) + [""]:
+        if line.lstrip().startswith("✗"):
+            pending.append(line)
+            continue
+        if not line.startswith(WHY):
+            out.extend(pending)
+        pending = []
+    return out
+
+
+def notebook_printed_lines(notebook: dict) -> list[list[str]]:
+    """Each code cell's printed text (stdout streams) of an executed notebook's JSON, as lines — what
+    :func:`unexplained_crosses` reads, cell by cell."""
+    cells = []
+    for cell in notebook.get("cells", []):
+        text = "".join("".join(o.get("text", "")) for o in cell.get("outputs", [])
+                       if o.get("output_type") == "stream" and o.get("name") == "stdout")
+        if text:
+            cells.append(text.splitlines())
+    return cells
+
+
+# ------------------------------------------------------------------ drawing
+
+
+def token_label(text: str, width: int = 14) -> str:
+    """A token as a figure label: a leading space as ·, a newline as ↵, cut to ``width`` characters."""
+    shown = text.replace("\n", "↵").replace("\t", "⇥")
+    shown = "·" + shown[1:] if shown.startswith(" ") else shown
+    return shown if len(shown) <= width else shown[: width - 1] + "…"
+
+
+def _spread(records: list[dict], max_panels: int) -> list[dict]:
+    """At most ``max_panels`` records, evenly over the run, the first and last kept."""
+    if len(records) <= max_panels:
+        return list(records)
+    idx = np.unique(np.round(np.linspace(0, len(records) - 1, max_panels)).astype(int))
+    return [records[i] for i in idx]
+
+
+def _box(ax, rec: dict) -> None:
+    """The recorded quantiles as two boxes (A > 0, A < 0): box 25–75%, whiskers 5–95%, median line."""
+    stats, colours = [], []
+    for side, colour in (("pos", "tab:green"), ("neg", "tab:red")):
+        q = rec[side]["q"]
+        if q:
+            stats.append({"whislo": q[0], "q1": q[1], "med": q[2], "q3": q[3], "whishi": q[4],
+                          "mean": rec[side]["mean"], "label": f"A{'>' if side == 'pos' else '<'}0\n{rec[side]['n']} tok",
+                          "fliers": []})
+            colours.append(colour)
+    if stats:
+        parts = ax.bxp(stats, showmeans=True, patch_artist=True, widths=0.6)
+        for patch, c in zip(parts["boxes"], colours):
+            patch.set_facecolor(c)
+            patch.set_alpha(0.35)
+    ax.axhline(0, color="grey", lw=0.6)
+    ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
+    ax.tick_params(labelsize=8)
+
+
+def _movers(ax, rec: dict) -> None:
+    """The top movers as points (x: 0 for A > 0, 1 for A < 0), labelled in a column at the right,
+    evenly spaced so no two labels overlap, each joined to its point."""
+    top = sorted(rec["top"], key=lambda t: t["delta"])
+    if not top:
+        ax.set_axis_off()
+        return
+    ys = [t["delta"] for t in top]
+    lo, hi = min(ys + [0.0]), max(ys + [0.0])
+    pad = 0.08 * (hi - lo or 1.0)
+    slots = np.linspace(lo, hi, len(top)) if len(top) > 1 else [ys[0]]
+    for t, slot in zip(top, slots):
+        x = 0 if t["advantage"] > 0 else 1
+        colour = "tab:green" if t["advantage"] > 0 else "tab:red" if t["advantage"] < 0 else "grey"
+        ax.plot(x, t["delta"], "o", color=colour, ms=5, mfc=colour if t["in_answer"] else "white")
+        ax.annotate(f"{token_label(t['text'])!r} {t['delta']:+.3f}", (x, t["delta"]), (1.45, slot),
+                    fontsize=8, va="center", arrowprops={"arrowstyle": "-", "color": "0.6", "lw": 0.5},
+                    fontweight="bold" if t["in_answer"] else "normal")
+    ax.axhline(0, color="grey", lw=0.6)
+    ax.set_xlim(-0.5, 5.8)  # the label column sits inside the panel
+    ax.set_ylim(lo - pad, hi + pad)
+    ax.set_xticks([0, 1], ["A>0", "A<0"], fontsize=8)
+    ax.tick_params(labelsize=8)
+    ax.set_title("top movers", fontsize=9)
+
+
+def plot_token_shift(records: list[dict], *, max_panels: int = 12, cols: int = 4):
+    """Small multiples, one per measured update (at most ``max_panels``, spread over the run): on the
+    left the distribution of per-token Δlog-prob for tokens of rewarded (green) and penalised (red)
+    completions, from the recorded quantiles; on the right the update's top movers with their text.
+    Both on linear axes, each with its own range: the bulk is thousandths of a nat, a verdict token can
+    move a hundred times more, and one shared axis would flatten the boxes to a line."""
+    import matplotlib.pyplot as plt
+
+    if not records:
+        raise ValueError("plot_token_shift: no measured update to draw (shift_every = 0, or every step skipped)")
+    chosen = _spread(records, max_panels)
+    rows = -(-len(chosen) // cols)
+    fig = plt.figure(figsize=(5.2 * min(cols, len(chosen)), 3.4 * rows))
+    grid = fig.add_gridspec(rows, 2 * min(cols, len(chosen)), width_ratios=[1, 2.2] * min(cols, len(chosen)),
+                            wspace=0.35, hspace=0.6)
+    for k, rec in enumerate(chosen):
+        r, c = divmod(k, cols)
+        box = fig.add_subplot(grid[r, 2 * c], label="token_shift_box")
+        top = fig.add_subplot(grid[r, 2 * c + 1], label="token_shift_top")
+        _box(box, rec)
+        _movers(top, rec)
+        box.set_title(f"step {rec['step']}", fontsize=9)
+        if c == 0:
+            box.set_ylabel("Δlog-prob per token (nats)", fontsize=8)
+    fig.suptitle(f"What each measured update did to each token ({len(chosen)} of {len(records)} measured updates; "
+                 "box 25–75%, whiskers 5–95%, ▲ mean;\n"
+                 "top movers: green A > 0, red A < 0, bold and filled inside <answer>…</answer>)", fontsize=10)
+    return fig
+
+
+def plot_token_shift_cumulative(records: list[dict], *, texts: int = 4):
+    """How the measured moves add up over the run: the running sum, over measured updates, of the
+    mean Δ per token of the answer tokens and of the rest, per advantage sign (left), and of the most
+    frequent answer-token texts (right). Each point is one measured update (one in ``shift_every``
+    steps), so the sums sample the run's moves; they are not the run's total change."""
+    import matplotlib.pyplot as plt
+
+    if not records:
+        raise ValueError("plot_token_shift_cumulative: no measured update to draw (shift_every = 0)")
+    fig, (ax, ax_text) = plt.subplots(1, 2, figsize=(13, 4))
+    steps = [r["step"] for r in records]
+    for part, ls in (("answer", "-"), ("other", "--")):
+        for side, colour, sign in (("pos", "tab:green", ">"), ("neg", "tab:red", "<")):
+            vals = [r[part][side]["mean"] or 0.0 for r in records]
+            ax.plot(steps, np.cumsum(vals), ls, marker="o", ms=3, color=colour,
+                    label=f"{part} tokens, A {sign} 0")
+    ax.axhline(0, color="grey", lw=0.6)
+    ax.set_xlabel("step (measured updates only)")
+    ax.set_ylabel("Σ over measured updates of mean Δ (nats)")
+    ax.set_title("answer tokens vs the rest, by advantage sign", fontsize=10)
+    ax.legend(fontsize=8)
+    for text, _, _ in _texts_over_run(records)[:texts]:
+        vals = [next((e["mean"] for e in r.get("answer_texts", []) if e["text"] == text), 0.0) for r in records]
+        ax_text.plot(steps, np.cumsum(vals), marker="o", ms=3, label=f"{token_label(text)!r}")
+    ax_text.axhline(0, color="grey", lw=0.6)
+    ax_text.set_xlabel("step (measured updates only)")
+    ax_text.set_ylabel("Σ of mean Δ per token (nats)")
+    ax_text.set_title("answer tokens by text, all advantages", fontsize=10)
+    if ax_text.get_lines()[1:]:
+        ax_text.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+__all__ = ["QUANTILES", "TOKEN_SHIFT_FILE", "TOP_K", "answer_token_mask", "explain", "explain_probes",
+           "notebook_printed_lines", "plot_token_shift", "plot_token_shift_cumulative", "read_token_shift",
+           "token_label", "token_shift_record", "unexplained_crosses"]

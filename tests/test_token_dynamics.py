@@ -1,0 +1,170 @@
+"""Per-token, per-update changes of log-prob: the record of one update, its reader, its figures, the
+lines that explain a run from its own numbers, and the finder of ✗ lines printed without one."""
+
+import json
+
+import matplotlib
+import numpy as np
+import pytest
+
+matplotlib.use("Agg")
+
+from kimina_edu.token_dynamics import (
+    QUANTILES,
+    answer_token_mask,
+    explain,
+    explain_probes,
+    plot_token_shift,
+    plot_token_shift_cumulative,
+    read_token_shift,
+    token_label,
+    token_shift_record,
+    unexplained_crosses,
+)
+
+VERDICT = ["<think>", " All", " A", " are", " B", ".", " ", "</think>", " ", "<answer>", " does", " not", " follow",
+           " ", "</answer>", "<|im_end|>"]
+
+
+def test_answer_token_mask_marks_the_tokens_inside_the_last_answer_tags():
+    mask = answer_token_mask(VERDICT)
+    assert [t for t, m in zip(VERDICT, mask) if m] == [" does", " not", " follow"]
+    # the last answer block is the graded one; the tags themselves and blank tokens are not the verdict
+    twice = ["<answer>", " yes", "</answer>", "<answer>", " no", "</answer>"]
+    assert answer_token_mask(twice) == [False, False, False, False, True, False]
+    # an answer cut off before its closing tag: everything after the opening tag
+    assert answer_token_mask(["<ans", "wer>", " foll", "ows"]) == [False, False, True, True]
+    assert answer_token_mask([" no", " tags"]) == [False, False]
+
+
+def _toy_update():
+    """Three completions (two rewarded, one penalised) with known before/after log-probs."""
+    advantages = [1.0, 0.5, -1.0]
+    texts = [VERDICT[8:15], [" x", " y", "<answer>", " follows", "</answer>"], [" z", "<answer>", " does", "</answer>"]]
+    rng = np.random.default_rng(0)
+    before = [list(rng.normal(-2, 0.5, len(t))) for t in texts]
+    after = [[b + d for b, d in zip(row, rng.normal(0, 0.01, len(row)))] for row in before]
+    after[1][3] = before[1][3] + 0.9  # " follows" rises a lot
+    after[2][2] = before[2][2] - 1.2  # " does" falls a lot
+    return advantages, before, after, texts
+
+
+def test_record_quantiles_and_top_movers_match_a_direct_computation():
+    advantages, before, after, texts = _toy_update()
+    rec = token_shift_record(7, advantages, before, after, texts, k=4)
+    deltas = [np.array(a) - np.array(b) for a, b in zip(after, before)]
+    pos = np.concatenate([d for d, a in zip(deltas, advantages) if a > 0])
+    neg = np.concatenate([d for d, a in zip(deltas, advantages) if a < 0])
+    assert rec["step"] == 7 and rec["quantiles"] == list(QUANTILES)
+    assert rec["pos"]["n"] == len(pos) and rec["neg"]["n"] == len(neg)
+    assert rec["pos"]["q"] == pytest.approx(np.quantile(pos, QUANTILES).tolist(), abs=1e-9)
+    assert rec["neg"]["q"] == pytest.approx(np.quantile(neg, QUANTILES).tolist(), abs=1e-9)
+    assert rec["pos"]["mean"] == pytest.approx(pos.mean()) and rec["neg"]["mean"] == pytest.approx(neg.mean())
+    flat = [(abs(d), i, j) for i, row in enumerate(deltas) for j, d in enumerate(row)]
+    want = sorted(flat, reverse=True)[:4]
+    assert [(t["completion"], t["position"]) for t in rec["top"]] == [(i, j) for _, i, j in want]
+    top = rec["top"][0]
+    assert top["text"] == " does" and top["delta"] == pytest.approx(-1.2) and top["advantage"] == -1.0
+    assert top["in_answer"] and rec["top"][1]["text"] == " follows" and rec["top"][1]["in_answer"]
+    assert rec["top_in_answer"] == sum(t["in_answer"] for t in rec["top"])
+    # answer tokens vs the rest, by advantage sign: the verdict carried the move
+    assert rec["answer"]["neg"]["mean"] == pytest.approx(-1.2)
+    assert abs(rec["other"]["pos"]["mean"]) < 0.05
+    texts_seen = {e["text"]: e for e in rec["answer_texts"]}
+    assert texts_seen[" follows"]["mean"] == pytest.approx(0.9)
+    does = texts_seen[" does"]  # in a rewarded completion (barely moved) and a penalised one (fell 1.2)
+    assert does["n"] == 2 and does["n_neg"] == 1 and does["mean_neg"] == pytest.approx(-1.2)
+    json.dumps(rec)  # one JSON line
+
+
+def test_record_refuses_mismatched_lengths_in_one_line():
+    advantages, before, after, texts = _toy_update()
+    with pytest.raises(ValueError, match="token_shift_record: completion 1 has 5 tokens but 4 log-probs after"):
+        token_shift_record(1, advantages, before, [after[0], after[1][:4], after[2]], texts)
+
+
+def _records(n=5):
+    out = []
+    for s in range(n):
+        advantages, before, after, texts = _toy_update()
+        out.append(token_shift_record(1 + 10 * s, advantages, before, after, texts))
+    return out
+
+
+def test_reader_reads_a_run_folder_and_refuses_a_missing_one_in_one_line(tmp_path):
+    recs = _records(3)
+    (tmp_path / "token_shift.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    assert [r["step"] for r in read_token_shift(tmp_path)] == [1, 11, 21]
+    assert read_token_shift(tmp_path / "token_shift.jsonl") == read_token_shift(tmp_path)
+    with pytest.raises(FileNotFoundError, match="shift_every"):
+        read_token_shift(tmp_path / "nowhere")
+
+
+def test_small_multiples_draw_one_panel_per_update_on_linear_axes_with_labels():
+    recs = _records(14)
+    fig = plot_token_shift(recs, max_panels=12)
+    boxes = [ax for ax in fig.axes if ax.get_label() == "token_shift_box"]
+    movers = [ax for ax in fig.axes if ax.get_label() == "token_shift_top"]
+    assert len(boxes) == len(movers) == 12  # at most 12 updates: spread over the run, first and last kept
+    assert boxes[0].get_title().startswith("step 1") and boxes[-1].get_title().startswith("step 131")
+    for ax in boxes + movers:
+        assert ax.get_yscale() == "linear"
+    assert all(ax.get_ylabel() for ax in boxes[::4])  # each row's first panel names its axis
+    labels = [t for ax in movers for t in ax.texts]
+    assert any("does" in t.get_text() for t in labels) and min(t.get_fontsize() for t in labels) >= 8
+    assert fig.axes[0].figure is fig
+
+
+def test_cumulative_view_adds_up_the_moves_across_updates():
+    recs = _records(4)
+    fig = plot_token_shift_cumulative(recs)
+    ax = fig.axes[0]
+    assert ax.get_yscale() == "linear" and ax.get_xlabel() and ax.get_ylabel()
+    lines = {ln.get_label(): ln for ln in ax.get_lines()}
+    answer_neg = lines["answer tokens, A < 0"]
+    want = np.cumsum([r["answer"]["neg"]["mean"] for r in recs])
+    assert np.allclose(answer_neg.get_ydata(), want) and list(answer_neg.get_xdata()) == [1, 11, 21, 31]
+    by_text = {ln.get_label() for ln in fig.axes[1].get_lines()}
+    assert any("does" in name for name in by_text)
+
+
+def test_explain_cites_numbers_from_the_records():
+    recs = _records(4)
+    lines = explain(recs)
+    assert lines and all(line.startswith("  why:") for line in lines)
+    text = "\n".join(lines)
+    mean_answer_neg = np.mean([r["answer"]["neg"]["mean"] for r in recs])
+    assert f"{mean_answer_neg:+.2f}" in text  # the verdict's own move, from these records
+    assert "4 measured updates" in text and "'·does'" in text  # the token as labelled: · for its space
+    moved = [t for r in recs for t in r["top"]]
+    assert f"{sum(t['in_answer'] for t in moved)} of {len(moved)}" in text
+    assert explain([]) == ["  why: no update was measured (shift_every = 0): nothing to explain from"]
+
+
+def test_explain_probes_splits_the_probe_change_between_answer_and_other_tokens():
+    tokens = [VERDICT[8:15], [" x", "<answer>", " follows", "</answer>"]]
+    rows = [{"step": s, "probe": p, "group": 0, "role": role, "token_logp": lp}
+            for s, lps in ((0, [[-1.0] * 7, [-1.0] * 4]), (30, [[-1.0, -1.0, -2.5, -1.0, -1.0, -1.0, -1.0],
+                                                               [-1.1, -1.0, 0.0, -1.0]]))
+            for p, (role, lp) in enumerate(zip(("high", "low"), lps))]
+    lines = explain_probes(rows, tokens)
+    text = "\n".join(lines)
+    assert all(line.startswith("  why:") for line in lines)
+    assert "-1.50" in text and "+1.00" in text  # rewarded: the verdict fell 1.5; penalised: it rose 1.0
+    assert "'·does'" in text and "'·follows'" in text
+
+
+def test_unexplained_crosses_flags_a_bare_cross_and_passes_an_explained_one():
+    lines = ["✓ fine", "✗ the rewarded probes fell", "  why: the verdict token moved -1.30 nats", "next",
+             "✗ no drift beyond a wander", "✗ low-advantage not below", "  why: computed reason", "",
+             "  ✗ an indented bare one", "a line that mentions ✗ inside is no verdict"]
+    assert unexplained_crosses(lines) == ["  ✗ an indented bare one"]
+    assert unexplained_crosses(["✗ alone at the end"]) == ["✗ alone at the end"]
+    assert unexplained_crosses(["✗ a", "  because: not the convention"]) == ["✗ a"]
+    assert unexplained_crosses("✗ x\n  why: y\n") == []  # a cell's whole printed text works too
+
+
+def test_token_labels_show_whitespace_and_markup_visibly():
+    assert token_label("\n<|im_end|>") == "↵<|im_end|>"
+    assert token_label(" does") == "·does"
+    assert token_label("x" * 40).endswith("…") and len(token_label("x" * 40)) <= 16
