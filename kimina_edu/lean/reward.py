@@ -13,6 +13,7 @@ from kimina_edu.lean.client import LeanVerifier
 from kimina_edu.lean.feedback import FILTERED_FEEDBACK, VALID_FEEDBACK, LineScheme, build_feedback
 from kimina_edu.lean.format import FormatError, check_conversation, check_format
 from kimina_edu.lean.proof import extract_proof
+from kimina_edu.lean.standin import STANDIN_NOTICE, is_unchecked
 from kimina_edu.lean.verdicts import Verdict
 
 
@@ -24,6 +25,17 @@ def lean_reward(response: str, formal_statement: str, verdict: Verdict | None) -
 
 
 LEAN_STATUSES = ("lean_error", "sorry")  # verdicts about the proof; every other failure is about the verifier
+NOT_CHECKED = "not_checked_standin"  # the stand-in had no script for the proof: no verdict at all, reward 0
+
+
+def _status(verdict: Verdict | None) -> str:
+    """The row's status: the verifier's, except that the stand-in's notice for an unscripted proof is
+    no Lean error — it says no proof was checked."""
+    if verdict is None:
+        return "not_sent"
+    if verdict.status == "lean_error" and is_unchecked(verdict.response):
+        return NOT_CHECKED
+    return verdict.status
 
 
 def score_batch(responses: list[str], formal_statements: list[str], verifier: LeanVerifier,
@@ -37,7 +49,8 @@ def score_batch(responses: list[str], formal_statements: list[str], verifier: Le
     ``line_scheme``: how the server numbers error lines; ``None`` asks the verifier
     (:meth:`LeanVerifier.resolve_line_scheme`, probed once per server), only when a proof failed.
     Feedback for a failure that is not Lean's verdict on the proof (server, timeout, malformed
-    answer, input) is ``# System Error`` text, which :class:`SecondTurnCache` never caches.
+    answer, input, a proof the stand-in has no script for: status ``not_checked_standin``) is
+    ``# System Error`` text, which :class:`SecondTurnCache` never caches.
     """
     if len(responses) != len(formal_statements) or (prompts is not None and len(prompts) != len(responses)):
         raise ValueError("responses, formal_statements (and prompts) must have the same length")
@@ -50,21 +63,24 @@ def score_batch(responses: list[str], formal_statements: list[str], verifier: Le
     proofs = [extract_proof(r, s) for r, s in zip(responses, formal_statements)]
     to_check = [i for i, p in enumerate(proofs) if p is not None]
     verdicts = dict(zip(to_check, verifier.verify([proofs[i] for i in to_check]))) if to_check else {}
-    if line_scheme is None and any(v.status in LEAN_STATUSES for v in verdicts.values()):
+    statuses = {i: _status(v) for i, v in verdicts.items()}
+    if line_scheme is None and any(s in LEAN_STATUSES for s in statuses.values()):
         line_scheme = verifier.resolve_line_scheme()
     rows = []
     for i, (fmt, proof) in enumerate(zip(format_errors, proofs)):
-        verdict = verdicts.get(i)
+        verdict, status = verdicts.get(i), statuses.get(i, "not_sent")
         acc = 1.0 if verdict is not None and verdict.valid else 0.0
         if verdict is None:
             feedback = FILTERED_FEEDBACK
         elif verdict.valid:
             feedback = VALID_FEEDBACK
-        elif verdict.status in LEAN_STATUSES:
+        elif status == NOT_CHECKED:
+            feedback = build_feedback(proof, {"error": f"not checked (stand-in): {STANDIN_NOTICE}"})
+        elif status in LEAN_STATUSES:
             # numbered as the code sent (the client may have added a header the server counts)
             feedback = build_feedback(verdict.code or proof, verdict.response or {}, line_scheme=line_scheme or "relative")
         else:
             feedback = build_feedback(proof, {"error": f"{verdict.status}: {verdict.error or 'no detail'}"})
         rows.append({"score": acc * (fmt is FormatError.NONE), "acc": acc, "format_error": fmt.name,
-                     "feedback": feedback, "pred": proof, "status": verdict.status if verdict else "not_sent"})
+                     "feedback": feedback, "pred": proof, "status": status})
     return rows

@@ -50,6 +50,28 @@ STANDIN_NOTICE = ("stand-in server: this snippet is not in the stand-in's script
                   "(start a real kimina-lean-server and set LEAN_SERVER_API_URL)")
 
 
+def is_unchecked(result: dict[str, Any] | None) -> bool:
+    """Is this server answer (one ``/api/check`` result, or its ``response``) the stand-in's notice for a
+    snippet it has no script for? Then no proof was checked, and the answer is no verdict on the proof —
+    callers show it as "not checked"."""
+    result = result or {}
+    response = result.get("response") if isinstance(result.get("response"), dict) else result
+    messages = response.get("messages") or []
+    return any(isinstance(m, dict) and m.get("data") == STANDIN_NOTICE for m in messages)
+
+
+def require_scripted(script: dict[str, Any], codes: list[str | None]) -> None:
+    """A demonstration scores only proofs the stand-in has a script for, so every verdict it shows is
+    the scripted one; ``None`` (a proof filtered locally) is never sent. Raises naming the first gap."""
+    sent = [c for c in codes if c is not None]
+    missing = [c for c in sent if c not in script]
+    if missing:
+        first = missing[0].strip().splitlines()
+        theorem = next((line for line in first if line.startswith(("theorem", "lemma"))), first[0] if first else "")
+        raise ValueError(f"{len(missing)} of {len(sent)} proofs have no scripted verdict in the stand-in "
+                         f"(first: {theorem[:80]!r}): add them to the script, or set LEAN_SERVER_API_URL to check them")
+
+
 # The request models of kimina-lean-server's API (``server/routers``; client ``models.py``).
 class Snippet(BaseModel):
     id: str

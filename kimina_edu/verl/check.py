@@ -2,9 +2,12 @@
 
 1. compose every preset's overrides against verl 0.9.1's own Hydra config — an unknown key,
    or a ``+key`` that already exists, fails composition;
-2. load the reward function the way verl does (``load_extern_object`` on the file path) and
+2. aggregate one batch of per-token losses with verl's own ``core_algos.agg_loss`` in the recipe's
+   mode (``seq-mean-token-sum-norm``, its ``loss_scale_factor``) and with chapter 2's ``dr_grpo``:
+   chapter 8 restates verl's formula in the course's venv, this runs verl's function;
+3. load the reward function the way verl does (``load_extern_object`` on the file path) and
    score a batch through the stand-in server;
-3. write the parquet files and read them back with our ``SecondTurnRLDataset`` (verl's
+4. write the parquet files and read them back with our ``SecondTurnRLDataset`` (verl's
    ``RLHFDataset`` subclass), then push one step's rollouts through ``on_batch_end`` and see
    second-turn prompts come back.
 """
@@ -90,6 +93,23 @@ def check_reward() -> str:
     return f"scores {scores}, acc {[r['acc'] for r in rows]}"
 
 
+def check_dr_grpo_matches_verl_agg_loss() -> str:
+    import torch
+    from verl.trainer.ppo.core_algos import agg_loss
+
+    from kimina_edu.grpo import aggregate
+
+    actor = compose("full").actor_rollout_ref.actor
+    scale = int(actor.loss_scale_factor)
+    g = torch.Generator().manual_seed(0)  # chapter 8's batch: six rows of 1 to 20 tokens
+    per_token = torch.randn(6, 20, generator=g)
+    mask = (torch.arange(20)[None] < torch.tensor([3, 20, 7, 12, 1, 9])[:, None]).float()
+    theirs = agg_loss(per_token, mask, actor.loss_agg_mode, loss_scale_factor=scale)
+    ours = aggregate(per_token, mask, "dr_grpo", max_len=scale)
+    assert torch.allclose(theirs, ours, rtol=1e-5, atol=0.0), (float(theirs), float(ours))
+    return f"verl agg_loss({actor.loss_agg_mode}, loss_scale_factor={scale}) {float(theirs):.6e} == dr_grpo {float(ours):.6e}"
+
+
 def check_dataset() -> str:
     import numpy as np
 
@@ -122,6 +142,7 @@ def check_dataset() -> str:
 def main() -> int:
     start = time.perf_counter()
     checks = [("overrides compose against verl's Hydra config", check_compose),
+              ("verl's own agg_loss equals chapter 2's dr_grpo", check_dr_grpo_matches_verl_agg_loss),
               ("reward loaded as verl loads it, scored through the stand-in", check_reward),
               ("parquet read back by verl's RLHFDataset subclass + on_batch_end", check_dataset)]
     results = [_step(name, fn) for name, fn in checks]

@@ -51,7 +51,8 @@ def reset_verifier() -> None:
 
 def _row(result: dict[str, Any], response: str) -> dict[str, Any]:
     return {"score": float(result["score"]), "acc": float(result["acc"]), "pred": result["pred"] or "",
-            "format_error": result["format_error"], "tool_feedback": result["feedback"], "response": response}
+            "format_error": result["format_error"], "tool_feedback": result["feedback"], "response": response,
+            "status": result["status"]}  # a string: verl's metrics skip it, the notebooks show it
 
 
 def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_info: dict | None = None,
