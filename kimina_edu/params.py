@@ -256,6 +256,15 @@ def save_traceback(exc: BaseException, output_dir: str | os.PathLike | None = No
     return Path(name)
 
 
+def ipython_shell():
+    """The running IPython shell (a notebook's kernel), or ``None`` in a plain script or without IPython."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    return get_ipython()
+
+
 def one_line_errors(output_dir: str | os.PathLike | None = None) -> bool:
     """In IPython/Jupyter: a learner error ends its cell in one line, not a traceback through the package.
 
@@ -265,11 +274,7 @@ def one_line_errors(output_dir: str | os.PathLike | None = None) -> bool:
     Every other exception shows its usual traceback (a bug in the learner's own code needs it).
     Returns ``False`` outside IPython (a plain script keeps Python's traceback).
     """
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    shell = get_ipython()
+    shell = ipython_shell()
     if shell is None:
         return False
 

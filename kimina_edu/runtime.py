@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from kimina_edu.errors import ParameterError, SetupError
-from kimina_edu.params import device_problem
+from kimina_edu.params import device_problem, ipython_shell
 
 DEFAULT_PACKAGES = ("torch", "transformers", "trl", "peft", "reasoning-gym")
 
@@ -282,11 +282,7 @@ def time_statements(path: str | os.PathLike) -> bool:
     run's summary names the statement a slow cell spent its time in, not the cell's first line. IPython runs a
     cell's top-level statements one ``run_code`` call each; wrapping that call measures them without changing
     the code run or what the cell shows. Returns ``False`` outside IPython."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    shell = get_ipython()
+    shell = ipython_shell()
     if shell is None:
         return False
     cell: list[list[Any]] = []

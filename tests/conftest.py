@@ -43,3 +43,23 @@ def smoke_env(tmp_path_factory):
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     share_real_smollm2(cache)
     return Path(cache)
+
+
+@pytest.fixture
+def recorded_runs(monkeypatch, tmp_path):
+    """The course runner with every notebook recorded instead of executed and no CPU calibration: only the
+    runner's own parsing and checks run. Returns (the two-digit prefixes run, in order; this test's folder)."""
+    from kimina_edu import course, runtime
+
+    ran = []
+
+    def record(path, output_dir, **kwargs):
+        ran.append(path.name[:2])
+        return course.NotebookResult(path.stem, True, 0.0, output_dir)
+
+    monkeypatch.setattr(course, "run_notebook", record)
+    monkeypatch.setattr(course, "export_html", lambda executed: None)
+    monkeypatch.setattr(runtime, "calibration_line", lambda: "CPU calibration: (skipped in this test)")
+    for name in course.ENV_OVERRIDES:
+        monkeypatch.delenv(name, raising=False)
+    return ran, tmp_path

@@ -9,7 +9,7 @@ import os
 import nbformat
 import pytest
 
-from kimina_edu import course, runtime
+from kimina_edu import course
 
 REPORT = ("import os\nfrom kimina_edu.runtime import cache_dir, write_metrics\n"
           "write_metrics({'model': MODEL_ID, 'model_is_folder': os.path.isdir(MODEL_ID),\n"
@@ -77,38 +77,24 @@ def test_a_model_path_that_is_not_a_folder_is_refused_in_one_line(typed_here, ca
     assert not runs.exists()
 
 
-@pytest.fixture
-def recorded_runs(monkeypatch, tmp_path):
-    """The real notebook list, each run recorded instead of executed."""
-    ran = []
-
-    def record(path, output_dir, **kwargs):
-        ran.append(path.name[:2])
-        return course.NotebookResult(path.stem, True, 0.0, output_dir)
-
-    monkeypatch.setattr(course, "run_notebook", record)
-    monkeypatch.setattr(course, "export_html", lambda executed: None)
-    monkeypatch.setattr(runtime, "calibration_line", lambda: "CPU calibration: (skipped in this test)")
-    for name in course.ENV_OVERRIDES:
-        monkeypatch.delenv(name, raising=False)
-    return ran, tmp_path / "runs"
-
-
 def test_every_only_flag_counts(recorded_runs):
-    ran, runs = recorded_runs
+    ran, tmp = recorded_runs
+    runs = tmp / "runs"
     assert course.main(["--runs-dir", str(runs), "--only", "03", "--only", "04"]) == 0
     assert ran == ["03", "04"]
 
 
 def test_only_accepts_a_notebook_path_as_tab_completion_writes_it(recorded_runs):
-    ran, runs = recorded_runs
+    ran, tmp = recorded_runs
+    runs = tmp / "runs"
     assert course.main(["--runs-dir", str(runs), "--only", "notebooks/05_grpo_with_trl.ipynb", "01"]) == 0
     assert ran == ["01", "05"]
 
 
 @pytest.mark.parametrize("only", [[""], ["03", ""], [" "]])
 def test_an_empty_selection_is_refused_not_read_as_everything(recorded_runs, capsys, only):
-    ran, runs = recorded_runs
+    ran, tmp = recorded_runs
+    runs = tmp / "runs"
     assert course.main(["--runs-dir", str(runs), "--only", *only]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--only" in err and "empty" in err
