@@ -1,9 +1,10 @@
-"""Watching what GRPO's updates do (chapter 4): a few fixed completions followed across a run, and each
+"""Watching what GRPO's updates do (chapter 4): fixed completions followed across a run, and each
 update's measured effect on the completions it learned from.
 
 :class:`ProbeSet` keeps, for a few questions, the starting policy's most- and least-rewarded
 completion and scores those same tokens as the policy learns (``probes.jsonl``);
-:func:`probe_summary` turns the rows into rises, noise and a drift z-score. :func:`update_shift`
+:func:`probe_summary` turns the rows into rises, noise, a drift z-score and the share of questions
+whose probes moved as asked, with its interval. :func:`update_shift`
 is the trainer's before/after measurement of one update (log keys ``shift_*``), and
 :func:`shift_summary` sums it up over a run.
 """
@@ -21,18 +22,25 @@ from kimina_edu.rewards import score_completion
 from kimina_edu.rollouts import chat_prompt, generate
 from kimina_edu.train_config import TrainConfig
 
-# ------------------------------------------------------------------ probes: a few fixed completions, followed
+# ------------------------------------------------------------------ probes: fixed completions, followed
+
+# questions a probe set follows: the share of them whose probes moved as asked then has a 95% Wilson
+# interval of at most ±15 points whatever the share (±14.8 at 50% with 40 questions; 30 would give ±17)
+PROBE_QUESTIONS = 40
+SCORE_CHUNK = 16  # probes scored per forward pass
 
 
 @dataclass
 class ProbeSet:
-    """A handful of fixed completions whose log-probs the trainer records as the policy learns.
+    """Fixed completions whose log-probs the trainer records as the policy learns.
 
     One update moves a log-prob by thousandths of a nat; what GRPO does shows over a run: the
     completions it rewarded grow likelier, the ones it penalised less likely. So before training
-    we keep, for a few questions, the sampled completion with the highest advantage and the one
-    with the lowest, both drawn from the starting policy, and score those *same* token sequences
-    again every ``every`` steps (a no-grad forward of a few sequences: cheap next to sampling).
+    we keep, for :data:`PROBE_QUESTIONS` questions, the sampled completion with the highest advantage
+    and the one with the lowest, both drawn from the starting policy, and score those *same* token
+    sequences again every ``every`` steps (no-grad forwards, :data:`SCORE_CHUNK` probes at a time).
+    Forty questions, not three: whether the probes moved as asked is then a share with an interval
+    of at most ±15 points (:func:`probe_summary`'s ``probe_asked_*``), not an anecdote.
     The figure this feeds is the "log-prob of the good completion rises" plot of the reference
     article. ``roles[i]``: "high" (advantage > 0), "low" (< 0), or "tie" (a group without signal,
     kept so a run whose first batch has none still has something to follow).
@@ -49,7 +57,7 @@ class ProbeSet:
     fork_spans: list[tuple[int, int] | None] | None = None
 
     @classmethod
-    def from_rollouts(cls, rollouts: list[Rollout], group_size: int, *, n_questions: int = 3,
+    def from_rollouts(cls, rollouts: list[Rollout], group_size: int, *, n_questions: int = PROBE_QUESTIONS,
                       every: int = 1) -> ProbeSet:
         """The highest- and lowest-advantage completion of up to ``n_questions`` groups of
         ``rollouts`` (consecutive runs of ``group_size``, as the trainer lays them out). Groups
@@ -83,37 +91,47 @@ class ProbeSet:
         return cls(picks, roles, owners, every, spans)
 
     @classmethod
-    def sample(cls, model, tok, cfg: TrainConfig, entries: list[dict], *, n_questions: int = 3, every: int = 1,
-               max_batches: int = 10) -> ProbeSet:
-        """Chapter 4's probe set, drawn as its section 2 draws it: the first B questions of ``entries``
-        sampled G times from ``model`` (seed ``cfg.seed``), the next B (seed + B) while no group's
-        rewards differ, up to ``max_batches`` batches; then :meth:`from_rollouts`."""
-        b = cfg.questions_per_batch
-        for k in range(max_batches):
+    def sample(cls, model, tok, cfg: TrainConfig, entries: list[dict], *, n_questions: int = PROBE_QUESTIONS,
+               every: int = 1, max_batches: int | None = None) -> ProbeSet:
+        """A probe set drawn from the starting policy: batches of B consecutive questions of ``entries``
+        (batch k from question k·B, seed ``cfg.seed`` + k·B), G samples each, until ``n_questions`` groups
+        had differing rewards or ``max_batches`` batches were drawn (default: three times the batches
+        ``n_questions`` needs); then :meth:`from_rollouts` over all of them."""
+        b, g = cfg.questions_per_batch, cfg.group_size
+        max_batches = max_batches or 3 * -(-n_questions // b)
+        if len(entries) < b:
+            raise ValueError(f"ProbeSet.sample needs at least {b} questions (one batch); got {len(entries)}")
+        rollouts, with_signal = [], 0
+        for k in range(min(max_batches, len(entries) // b)):
             questions = entries[k * b : (k + 1) * b]
             prompt_ids, comps = generate(model, tok, [chat_prompt(tok, q["question"]) for q in questions],
                                          max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
-                                         min_p=cfg.min_p, num_return_sequences=cfg.group_size, seed=cfg.seed + k * b)
+                                         min_p=cfg.min_p, num_return_sequences=g, seed=cfg.seed + k * b)
             texts = tok.batch_decode(comps, skip_special_tokens=True)
-            scores = [score_completion(t, questions[i // cfg.group_size]) for i, t in enumerate(texts)]
-            rewards = torch.tensor([x.total for x in scores]).view(len(questions), cfg.group_size)
-            if bool((rewards.max(1).values > rewards.min(1).values).any()) or k == max_batches - 1:
+            scores = [score_completion(t, questions[i // g]) for i, t in enumerate(texts)]
+            rewards = torch.tensor([x.total for x in scores]).view(len(questions), g)
+            adv = group_advantages(rewards, scale=cfg.scale).flatten()
+            rollouts += [Rollout(prompt_ids[i // g], c, [], float(a), x.total, tok.eos_token_id not in c)
+                         for i, (c, a, x) in enumerate(zip(comps, adv, scores))]
+            with_signal += int((rewards.max(1).values > rewards.min(1).values).sum())
+            if with_signal >= n_questions:
                 break
-        adv = group_advantages(rewards, scale=cfg.scale).flatten()
-        rollouts = [Rollout(prompt_ids[i // cfg.group_size], c, [], float(a), x.total, tok.eos_token_id not in c)
-                    for i, (c, a, x) in enumerate(zip(comps, adv, scores))]
-        return cls.from_rollouts(rollouts, cfg.group_size, n_questions=n_questions, every=every)
+        return cls.from_rollouts(rollouts, g, n_questions=n_questions, every=every)
 
     @torch.no_grad()
     def score(self, model, pad_id: int) -> list[list[float]]:
         """Each probe completion's per-token log-probs under ``model`` (evaluation mode, no gradient)."""
         was_training = model.training
         model.eval()
+        out: list[list[float]] = []
         try:
-            logp, _ = completion_logprobs(model, self.rollouts, pad_id)
+            for k in range(0, len(self.rollouts), SCORE_CHUNK):  # the logits of all probes at once: GBs on a real vocabulary
+                chunk = self.rollouts[k : k + SCORE_CHUNK]
+                logp, _ = completion_logprobs(model, chunk, pad_id)
+                out.extend(logp[i, : len(r.completion_ids)].float().cpu().tolist() for i, r in enumerate(chunk))
         finally:
             model.train(was_training)
-        return [logp[i, : len(r.completion_ids)].float().cpu().tolist() for i, r in enumerate(self.rollouts)]
+        return out
 
     def rows(self, model, pad_id: int, step: int) -> list[dict]:
         """One ``probes.jsonl`` row per probe completion at ``step``: its summed and per-token log-prob."""
@@ -162,7 +180,34 @@ def probe_summary(rows: list[dict]) -> dict[str, float | int | None]:
     fork = [[sum(table[c][p][spans[p][0] : spans[p][1]]) for c in range(len(steps))] if spans.get(p) else None
             for p in range(len(sums))]
     out.update(_drift(fork, roles, "probe_fork"))
+    out.update(_asked_share([f if f is not None else s for f, s in zip(fork, sums)], roles,
+                            {r["probe"]: r.get("group", r["probe"]) for r in rows}))
     return out
+
+
+def _asked_share(series: list[list[float]], roles: dict[int, str], groups: dict[int, int]) -> dict:
+    """Per question, the share of its "high" / "low" probes whose (fork) log-prob ended above / below
+    where it started; averaged over questions (the independent draws), with a Wilson 95% interval on
+    the number of questions — conservative, as each question's share varies less than a coin's."""
+    per_q: dict[int, list[bool]] = {}
+    for p, s in enumerate(series):
+        if roles.get(p) in ("high", "low") and len(s) >= 2:  # a probe that did not move: not as asked
+            per_q.setdefault(groups[p], []).append(s[-1] > s[0] if roles[p] == "high" else s[-1] < s[0])
+    if not per_q:
+        return {"probe_asked_share": None, "probe_asked_questions": 0, "probe_asked_lo": None, "probe_asked_hi": None}
+    share = sum(sum(v) / len(v) for v in per_q.values()) / len(per_q)
+    lo, hi = wilson_interval(share, len(per_q))
+    return {"probe_asked_share": share, "probe_asked_questions": len(per_q), "probe_asked_lo": lo, "probe_asked_hi": hi}
+
+
+def wilson_interval(share: float, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson's score interval for a proportion ``share`` of ``n`` draws (95% at z = 1.96): unlike
+    share ± z·SE it stays inside [0, 1] and keeps a width at 0% and 100% (Wilson, 1927)."""
+    if n < 1:
+        raise ValueError(f"wilson_interval needs at least one question (n ≥ 1); got n = {n}")
+    centre = (share + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(share * (1 - share) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def _drift(series: list[list[float] | None], roles: dict[int, str], prefix: str) -> dict[str, float | None]:

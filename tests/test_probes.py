@@ -179,3 +179,70 @@ def test_summary_follows_the_tokens_from_the_fork_when_spans_are_recorded():
     assert math.isclose(s["probe_fork_high_rise"], 2.0) and math.isclose(s["probe_fork_low_rise"], -2.0)
     assert math.isclose(s["probe_high_rise"], 1.6) and s["probe_fork_noise"] > 0
     assert probe_summary([dict(r, fork_span=None) for r in rows])["probe_fork_high_rise"] is None
+
+
+def test_the_default_probe_set_is_large_enough_for_a_share_within_15_points():
+    """The share of probes that moved as asked is a proportion over questions: at the default number of
+    questions its 95% interval is at most ±15 points whatever the share (the widest case is 50%)."""
+    from kimina_edu.probes import PROBE_QUESTIONS, wilson_interval
+
+    assert PROBE_QUESTIONS >= 30
+    lo, hi = wilson_interval(0.5, PROBE_QUESTIONS)
+    assert (hi - lo) / 2 <= 0.15
+    rows = [r for q in range(PROBE_QUESTIONS + 5) for r in _group([q], [1.0, -1.0])]
+    probes = ProbeSet.from_rollouts(rows, 2)  # the default: as many questions as the interval needs
+    assert len(set(probes.groups)) == PROBE_QUESTIONS
+
+
+def test_summary_gives_the_share_that_moved_as_asked_with_its_interval():
+    """Per question, the share of its rewarded/penalised probes whose log-prob (from the fork on when
+    recorded) moved the way the advantage asked — up for "high", down for "low" — averaged over questions,
+    with its Wilson 95% interval on the number of questions."""
+    from kimina_edu.probes import wilson_interval
+
+    moves = {0: (1.0, -1.0), 1: (1.0, 0.5), 2: (-1.0, 0.5), 3: (2.0, -0.1)}  # high, low change per question
+    rows = [{"step": s, "probe": 2 * q + k, "group": q, "role": role,
+             "token_logp": [0.0 + (moves[q][k] if s else 0.0)]}
+            for s in (0, 5) for q in moves for k, role in enumerate(("high", "low"))]
+    rows += [{"step": s, "probe": 8 + k, "group": 4, "role": "tie", "token_logp": [float(s)]} for s in (0, 5)
+             for k in range(2)]  # a question without signal asks nothing
+    s = probe_summary(rows)
+    assert s["probe_asked_questions"] == 4
+    assert math.isclose(s["probe_asked_share"], (1 + 0.5 + 0 + 1) / 4)
+    lo, hi = wilson_interval(s["probe_asked_share"], 4)
+    assert math.isclose(s["probe_asked_lo"], lo) and math.isclose(s["probe_asked_hi"], hi)
+    assert 0 <= lo < s["probe_asked_share"] < hi <= 1
+    assert probe_summary(rows[:8])["probe_asked_share"] is None  # one checkpoint: nothing moved yet
+    with pytest.raises(ValueError, match="at least one question"):
+        wilson_interval(0.5, 0)
+
+
+def test_sample_gathers_questions_with_signal_across_batches(monkeypatch):
+    """ProbeSet.sample keeps sampling batches until enough questions had differing rewards (or the
+    batch budget is spent), so a large probe set comes from many of the starting policy's batches."""
+    import kimina_edu.probes as probes_mod
+
+    monkeypatch.setattr(probes_mod, "score_completion", brevity_reward)
+    model, tok = load_policy("pocket", recipe=SMOKE, verbose=False)
+    cfg = _cfg(questions_per_batch=4, group_size=4, max_new_tokens=8)
+    probes = ProbeSet.sample(model, tok, cfg, ENTRIES, n_questions=6, every=2)
+    assert len(set(probes.groups)) == 6 and probes.every == 2
+    assert set(probes.roles) <= {"high", "low"}  # enough groups had signal: no tie fills in
+    prompts = {tuple(r.prompt_ids) for r in probes.rollouts}
+    assert len(prompts) == 6  # six different questions, so more than one batch of four
+
+
+def test_a_large_probe_set_is_scored_in_chunks_with_the_same_numbers():
+    """Forty questions are eighty probes: scored a chunk at a time (the logits of all eighty at once
+    would fill a CPU's memory on a real vocabulary), each probe's numbers as if scored alone."""
+    from kimina_edu import probes as probes_mod
+
+    model = tiny_random_llama().eval()
+    rows = [r for q in range(12) for r in _group([3 + q, 4], [1, -1], lengths=[1 + q % 4, 2 + q % 3])]
+    probes = ProbeSet.from_rollouts(rows, 2)
+    assert len(probes.rollouts) == 24 > probes_mod.SCORE_CHUNK
+    scored = probes.score(model, pad_id=0)
+    with torch.no_grad():
+        for r, s in zip(probes.rollouts, scored):
+            alone, _ = completion_logprobs(model, [r], 0)
+            assert torch.allclose(torch.tensor(s), alone[0], atol=1e-5)
