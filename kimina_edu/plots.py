@@ -19,7 +19,9 @@ KEY_UNITS: dict[str, str] = {
 
 # The smallest y range a key's panel shows: a completion's length moves in whole tokens, so a run whose mean
 # length wanders by half a token must not fill the panel with that wander (it would read as a trend).
-MIN_SPAN: dict[str, float] = {"completion_length": 4.0}
+# Rates get 5 points: two runs 1e-10 apart must not fill a panel (matplotlib would add an offset and draw them apart).
+MIN_SPAN: dict[str, float] = {"completion_length": 4.0, "correct": 0.05, "format": 0.05, "reward_mean": 0.05,
+                              "frac_zero_std_groups": 0.05, "truncation_rate": 0.05}
 
 # Special tokens as a reader should see them: every chat template's end-of-turn or end-of-text marker is <eos>.
 READABLE_TOKENS = {"<|im_end|>": "<eos>", "<|endoftext|>": "<eos>", "</s>": "<eos>", "<|eot_id|>": "<eos>"}

@@ -103,3 +103,12 @@ def test_probe_legends_and_strip_titles_show_no_raw_control_tokens():
     assert "<|im_end|>" not in strip.get_title() and "\n" not in strip.get_title()
     assert [t.get_text() for t in strip.get_xticklabels()] == ["does", "⏎", "<eos>"]
     plt.close("all")
+
+
+def test_two_rates_a_rounding_error_apart_are_drawn_as_equal():
+    ours = [{"step": s, "correct": 0.0277777777} for s in range(1, 4)]
+    theirs = [{"step": s, "correct": 0.0277777786} for s in range(1, 4)]
+    ax = plots.plot_curves(ours, ["correct"], label_prefix="ours ")
+    plots.plot_curves(theirs, ["correct"], ax=ax, label_prefix="TRL ")
+    low, high = ax.get_ylim()
+    assert high - low >= 0.05
