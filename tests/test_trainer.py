@@ -362,3 +362,19 @@ def test_every_measured_update_records_its_per_token_changes_matching_a_direct_c
         pytest.fail("the last step was not a measured update: nothing compared")
     # the log rows stay flat numbers; the nested per-token record lives beside them
     assert all(not isinstance(v, (dict, list)) for r in log for v in r.values())
+
+
+def test_resuming_rewrites_token_shift_rows_past_the_checkpoint_once(tmp_path):
+    """token_shift.jsonl follows log.jsonl on resume: rows of updates after the checkpoint are dropped
+    and measured again, so each measured step has exactly one row."""
+    from kimina_edu.checkpoints import latest_checkpoint
+    from kimina_edu.token_dynamics import read_token_shift
+
+    first = _trainer(tmp_path, _cfg(steps=2, shift_every=1, checkpoint_every=1))
+    first.train()
+    again = _trainer(tmp_path, _cfg(steps=2, shift_every=1, checkpoint_every=1))
+    again.resume_from(min((tmp_path / "checkpoints").iterdir()))  # step 1
+    assert [r["step"] for r in read_token_shift(tmp_path)] == [1]
+    again.train()
+    assert [r["step"] for r in read_token_shift(tmp_path)] == [1, 2]
+    assert latest_checkpoint(tmp_path) is not None
