@@ -122,6 +122,8 @@ def read_token_shift(path: str | Path) -> list[dict]:
     """The rows of a run's ``token_shift.jsonl`` (a run folder or the file itself), by step."""
     path = Path(path)
     path = path / TOKEN_SHIFT_FILE if path.is_dir() else path
+    if not path.exists() and (path.parent / "log.jsonl").exists():
+        return []  # a run that measured no update (every measured step skipped: no group with signal)
     if not path.exists():
         raise FileNotFoundError(f"no {TOKEN_SHIFT_FILE} at {path}: the trainer writes it when it measures updates "
                                 "(TrainConfig.shift_every > 0); pass the run's output_dir")
@@ -155,13 +157,18 @@ def explain(records: list[dict]) -> list[str]:
     their move — the answer tokens against the rest, per advantage sign — which answer texts moved and
     how far, and how many of the top movers sat in the answer. Printed under a dynamics ✗ line."""
     if not records:
-        return [f"{WHY} no update was measured (shift_every = 0): nothing to explain from"]
+        return [f"{WHY} no update was measured (shift_every = 0, or no measured step had a group with signal): nothing to explain from"]
     n = len(records)
     ans = {s: _avg(records, "answer", s) for s in ("pos", "neg")}
     oth = {s: _avg(records, "other", s) for s in ("pos", "neg")}
-    lines = [(f"{WHY} over {n} measured updates the answer tokens moved {_f(ans['pos'])} nats per update in "
-              f"rewarded completions and {_f(ans['neg'])} in penalised ones; every other token "
-              f"{_f(oth['pos'])} / {_f(oth['neg'])}")]
+    if ans["pos"] is None and ans["neg"] is None:
+        lines = [(f"{WHY} over {n} measured updates no completion had an answer inside <answer>…</answer>; its "
+                  f"tokens moved {_f(oth['pos'])} nats per update in rewarded completions, {_f(oth['neg'])} in "
+                  "penalised ones")]
+    else:
+        lines = [(f"{WHY} over {n} measured updates the answer tokens moved {_f(ans['pos'])} nats per update in "
+                  f"rewarded completions and {_f(ans['neg'])} in penalised ones; every other token "
+                  f"{_f(oth['pos'])} / {_f(oth['neg'])}")]
     texts = _texts_over_run(records)[:3]
     if texts:
         lines.append(f"{WHY} answer tokens by text (mean Δ per update, all advantages): "
@@ -171,10 +178,14 @@ def explain(records: list[dict]) -> list[str]:
         lines.append(f"{WHY} {sum(t['in_answer'] for t in top)} of {len(top)} largest single-token moves sat inside "
                      f"<answer>…</answer>; the largest, {token_label(max(top, key=lambda t: abs(t['delta']))['text'])!r}, "
                      f"moved {max(top, key=lambda t: abs(t['delta']))['delta']:+.2f}")
-    med = [r[s]["q"][QUANTILES.index(0.5)] for r in records for s in ("pos", "neg") if r[s]["q"]]
-    if med:
-        lines.append(f"{WHY} the median token moved at most {max(abs(m) for m in med):.4f} nats in any measured update: "
-                     "a completion's summed change is carried by its few large movers, not by its typical token")
+    med = [abs(r[s]["q"][QUANTILES.index(0.5)]) for r in records for s in ("pos", "neg") if r[s]["q"]]
+    if med and top:
+        big = sum(abs(t["delta"]) for t in top) / len(top)
+        verdict = ("a completion's summed change is carried by its few large movers, not by its typical token"
+                   if big >= 10 * max(med) else "the typical token moved more than a tenth as far as the largest movers: "
+                   "the updates moved the completions broadly, not a few tokens")
+        lines.append(f"{WHY} the median token moved at most {max(med):.4f} nats in any measured update, the top movers "
+                     f"{big:.3f} on average: {verdict}")
     return lines
 
 
@@ -323,7 +334,7 @@ def plot_token_shift(records: list[dict], *, max_panels: int = 12, cols: int = 4
     rows = -(-len(chosen) // cols)
     fig = plt.figure(figsize=(5.2 * min(cols, len(chosen)), 3.4 * rows))
     grid = fig.add_gridspec(rows, 2 * min(cols, len(chosen)), width_ratios=[1, 2.2] * min(cols, len(chosen)),
-                            wspace=0.35, hspace=0.6)
+                            wspace=0.35, hspace=0.6, top=1 - 0.9 / (3.4 * rows))  # room for the two-line title
     for k, rec in enumerate(chosen):
         r, c = divmod(k, cols)
         box = fig.add_subplot(grid[r, 2 * c], label="token_shift_box")
@@ -352,7 +363,10 @@ def plot_token_shift_cumulative(records: list[dict], *, texts: int = 4):
     steps = [r["step"] for r in records]
     for part, ls in (("answer", "-"), ("other", "--")):
         for side, colour, sign in (("pos", "tab:green", ">"), ("neg", "tab:red", "<")):
-            vals = [r[part][side]["mean"] or 0.0 for r in records]
+            vals = [r[part][side]["mean"] for r in records]
+            if all(v is None for v in vals):
+                continue  # no such token in any measured buffer: no line, rather than a flat 0
+            vals = [v or 0.0 for v in vals]  # an update without such a token added nothing
             ax.plot(steps, np.cumsum(vals), ls, marker="o", ms=3, color=colour,
                     label=f"{part} tokens, A {sign} 0")
     ax.axhline(0, color="grey", lw=0.6)
@@ -369,6 +383,11 @@ def plot_token_shift_cumulative(records: list[dict], *, texts: int = 4):
     ax_text.set_title("answer tokens by text, all advantages", fontsize=10)
     if ax_text.get_lines()[1:]:
         ax_text.legend(fontsize=8)
+    else:
+        ax_text.text(0.5, 0.5, "no completion had tokens inside <answer>…</answer>", ha="center", fontsize=9,
+                     transform=ax_text.transAxes)
+    for a in (ax, ax_text):
+        a.xaxis.get_major_locator().set_params(integer=True)
     fig.tight_layout()
     return fig
 

@@ -98,6 +98,9 @@ def test_reader_reads_a_run_folder_and_refuses_a_missing_one_in_one_line(tmp_pat
     assert read_token_shift(tmp_path / "token_shift.jsonl") == read_token_shift(tmp_path)
     with pytest.raises(FileNotFoundError, match="shift_every"):
         read_token_shift(tmp_path / "nowhere")
+    (tmp_path / "quiet").mkdir()
+    (tmp_path / "quiet" / "log.jsonl").write_text('{"step": 1, "skipped": 1.0}\n')
+    assert read_token_shift(tmp_path / "quiet") == []  # a run whose steps had no update to measure
 
 
 def test_small_multiples_draw_one_panel_per_update_on_linear_axes_with_labels():
@@ -138,7 +141,7 @@ def test_explain_cites_numbers_from_the_records():
     assert "4 measured updates" in text and "'·does'" in text  # the token as labelled: · for its space
     moved = [t for r in recs for t in r["top"]]
     assert f"{sum(t['in_answer'] for t in moved)} of {len(moved)}" in text
-    assert explain([]) == ["  why: no update was measured (shift_every = 0): nothing to explain from"]
+    assert explain([]) == ["  why: no update was measured (shift_every = 0, or no measured step had a group with signal): nothing to explain from"]
 
 
 def test_explain_probes_splits_the_probe_change_between_answer_and_other_tokens():
