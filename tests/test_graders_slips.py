@@ -356,7 +356,8 @@ def _lp_one_too_many(model, prompt, completion):
     return logp.gather(-1, ids[0, 1:][:, None])[:, 0][len(prompt) - 2:]
 
 
-def _grpo_loss(model, batch, *, sign=1.0, mask_padding=True, loss_type=None, detach=False, sort=False):
+def _grpo_loss(model, batch, *, sign=1.0, mask_padding=True, loss_type=None, detach=False, sort=False,
+               old_is_current=False):
     from kimina_edu.grpo import aggregate
 
     if sort:
@@ -366,7 +367,8 @@ def _grpo_loss(model, batch, *, sign=1.0, mask_padding=True, loss_type=None, det
     new = torch.stack([torch.nn.functional.pad(x, (0, T - len(x))) for x in logp])
     mask = torch.stack([torch.arange(T) < len(x) for x in logp]).float()
     mask = mask if mask_padding else torch.ones_like(mask)
-    old = new.detach()
+    stored = torch.stack([torch.nn.functional.pad(torch.tensor(r.old_logp), (0, T - len(r.old_logp))) for r in batch])
+    old = new.detach() if old_is_current else stored
     ratio = torch.exp((new.detach() if detach else new) - old)
     a = torch.tensor([r.advantage for r in batch])[:, None] * sign
     per_token = -torch.min(ratio * a, ratio.clamp(1 - CFG.eps_low, 1 + CFG.eps_high) * a)
@@ -391,6 +393,10 @@ def _gl_ratio_detached(model, batch):
 
 def _gl_sorts_batch(model, batch):
     return _grpo_loss(model, batch, sort=True)
+
+
+def _gl_old_is_current(model, batch):
+    return _grpo_loss(model, batch, old_is_current=True)
 
 
 # ---- chapter 5
@@ -523,7 +529,8 @@ SLIPS: dict[str, dict[str, Callable | tuple]] = {
                             "raw logits": _lp_raw_logits, "log-softmax over positions": _lp_wrong_axis,
                             "one token too many": _lp_one_too_many},
     "grpo_loss": {"sign flipped": _gl_sign, "padding counted": _gl_padding, "token mean under grpo": _gl_token_mean,
-                  "ratio detached": _gl_ratio_detached, "sorts the batch in place": _gl_sorts_batch},
+                  "ratio detached": _gl_ratio_detached, "sorts the batch in place": _gl_sorts_batch,
+                  "old = new, detached (not the buffer's)": _gl_old_is_current},
     "surrogate": {"cispo weight attached": _sur_cispo_attached, "cispo uncapped": _sur_cispo_uncapped,
                   "sapo one tau": _sur_one_tau, "sapo without 4/tau": _sur_no_scale, "sign flipped": _sur_sign},
     "feedback": {"every error kept": _fb_all_errors, "warnings too": _fb_warnings_too,

@@ -2,8 +2,8 @@
 
 The stubs are read from the notebooks in git and the solutions from notebooks/solutions/derive.py; both are
 exec'd here and graded on the same cases the notebooks' grader cells use (kimina_edu/exercises.py). No
-pocket model: chapter 4's two functions are graded on the tiny random Llama (the SMOKE run of notebook 04
-grades them on the pocket model).
+pocket model: chapter 4's log-probs and loss are graded on the tiny random Llama (the SMOKE run of notebook 04
+grades them on the pocket model), its loop on the toy task its grader cell uses.
 """
 
 from __future__ import annotations
@@ -92,6 +92,9 @@ def _grade(name: str, ns: dict, tiny) -> object:
     if name == "my_grpo_loss":
         return grade(name, ns[name], ex.grpo_loss_reference(cfg, 0), ex.grpo_loss_cases(model, rollouts, 3),
                      atol=1e-5, grad_atol=1e-4, quiet=True)
+    if name == "my_grpo_iteration":
+        return grade(name, ex.toy_loop(ns[name]), ex.toy_loop(ex.grpo_iteration), ex.grpo_iteration_cases(),
+                     atol=1e-3, quiet=True)
     if name == "my_surrogate":
         return grade(name, ex.compose_surrogate(ns[name]), ex.surrogate_reference, ex.surrogate_cases(0), quiet=True)
     if name == "my_feedback":

@@ -71,17 +71,69 @@ from kimina_edu.grpo import aggregate
 
 
 def my_grpo_loss(model, batch):
-    """The loss of one update on a batch of rollouts: new log-probs with gradients, ratio to π_old, clip, aggregate."""
+    """The loss of one minibatch step on rollouts from the buffer: new log-probs with gradients, ratio to the
+    stored π_old, clip, aggregate."""
     logp = [my_completion_logprobs(model, r.prompt_ids, r.completion_ids) for r in batch]
     T = max(len(x) for x in logp)
     new = torch.stack([torch.nn.functional.pad(x, (0, T - len(x))) for x in logp])
     mask = torch.stack([torch.arange(T, device=new.device) < len(x) for x in logp]).float()
-    old = new.detach()  # one step per batch: pi_old is the policy as it is now
+    # π_old: the log-probs stored when the buffer was sampled; after a step on this buffer they differ from new
+    old = torch.stack([torch.nn.functional.pad(torch.tensor(r.old_logp, device=new.device), (0, T - len(r.old_logp)))
+                       for r in batch])
     ratio = torch.exp(new - old)
     a = torch.tensor([r.advantage for r in batch], device=new.device)[:, None]
     eps_high = cfg.eps_high if cfg.eps_high is not None else cfg.eps_low
     per_token = -torch.min(ratio * a, ratio.clamp(1 - cfg.eps_low, 1 + eps_high) * a)
     return aggregate(per_token, mask, cfg.loss_type, cfg.max_new_tokens)
+
+# %% solution: my_grpo_iteration
+import random
+
+from kimina_edu.grpo import group_advantages, policy_loss
+from kimina_edu.logprobs import Rollout, completion_logprobs, pad_batch
+
+
+def my_grpo_iteration(model, optimizer, task, questions, cfg, rng: random.Random):
+    """One GRPO iteration: collect → score → group advantages → old log-probs into the buffer → learn on it."""
+    G = cfg.group_size
+    prompt_ids, completions = task.sample(model, questions)  # 1. collect: G completions per question
+    rewards = torch.tensor([task.reward(questions[i // G], c) for i, c in enumerate(completions)])  # 2. score
+    advantages = group_advantages(rewards.view(len(questions), G), scale=cfg.scale).flatten()  # 3. within each group
+    buffer = [Rollout(prompt_ids[i // G], c, [], float(a), float(r), False)
+              for i, (c, a, r) in enumerate(zip(completions, advantages, rewards))]
+    with torch.no_grad():  # 4. π_old: the sampling policy's log-probs, stored before any step moves the weights
+        old, _ = completion_logprobs(model, buffer, task.pad_id)
+    for r, lp in zip(buffer, old):
+        r.old_logp = lp[: len(r.completion_ids)].tolist()
+    log = {"reward_mean": rewards.mean().item(), "updates": 0, "clip_frac": 0.0}
+    buffer = [r for r in buffer if r.advantage != 0.0]  # no advantage, no gradient
+    if not buffer:
+        return log
+    params = [p for p in model.parameters() if p.requires_grad]
+    clipped = []
+    model.train()
+    for _ in range(cfg.epochs):  # 5. learn: shuffled minibatches, one optimizer step per grad_accum of them
+        order = list(range(len(buffer)))
+        rng.shuffle(order)
+        minibatches = [[buffer[i] for i in order[k: k + cfg.minibatch_size]]
+                       for k in range(0, len(order), cfg.minibatch_size)]
+        for start in range(0, len(minibatches), cfg.grad_accum):
+            step = minibatches[start: start + cfg.grad_accum]
+            optimizer.zero_grad()
+            for mb in step:
+                logp, mask = completion_logprobs(model, mb, task.pad_id)
+                stored = pad_batch(mb, task.pad_id)[3].to(logp.device)
+                adv = torch.tensor([r.advantage for r in mb], device=logp.device)
+                loss, stats = policy_loss(logp, stored, adv, mask, loss_type=cfg.loss_type, eps_low=cfg.eps_low,
+                                          eps_high=cfg.eps_high, max_len=cfg.max_new_tokens)
+                (loss / len(step)).backward()  # the step's gradient is the mean over its minibatches
+                clipped.append(stats["clip_frac_low"] + stats["clip_frac_high"])
+            torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+            optimizer.step()
+            log["updates"] += 1
+    model.eval()
+    log["clip_frac"] = sum(clipped) / len(clipped)
+    return log
 
 # %% solution: my_surrogate
 def my_surrogate(logp, old_logp, advantages, kind, cap=5.0, tau_pos=1.0, tau_neg=1.05):
