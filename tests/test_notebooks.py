@@ -88,7 +88,10 @@ def check_04(m):
     assert m["logprob_objective_change"] > 0, "one update must raise the advantage-weighted log-prob"
     assert "greedy" in m["sampler_accuracy"] and len(m["sampler_accuracy"]) == 3
     assert all(0.0 <= v <= 1.0 for v in m["sampler_accuracy"].values())
-    assert m["derive_checks"] == {"completion_logprobs": True, "grpo_loss": True, "own_loop_trains": True}
+    assert m["derive_checks"] == {"completion_logprobs": True, "grpo_loss": True, "grpo_iteration": True,
+                                  "own_loop_trains": True}
+    clip = m["clip_phase"]["clip_frac"]  # one buffer in several minibatch steps: the ratio leaves 1
+    assert clip[0] == 0.0 and max(clip) > 0.0
     assert len(m["own_loop"]) == 2
     # the probes across the run: recorded at step 0, every probe_every steps and at the end
     assert m["probe_checkpoints"] == 1 + m["steps"] // m["probe_every"] + (m["steps"] % m["probe_every"] > 0)
@@ -242,7 +245,8 @@ def check_hub_04(m, course):
         "chapters 4 and 5 must find chapter 3's adapter, not train another"
     assert m["steps"] == m["config"]["steps"] == 6 and m["n_eval"] == 40
     assert m["config"]["lr"] == 1e-4 and m["config"]["max_new_tokens"] == 32, "the hub SMOKE preset"
-    assert m["derive_checks"] == {"completion_logprobs": True, "grpo_loss": True, "own_loop_trains": True}
+    assert m["derive_checks"] == {"completion_logprobs": True, "grpo_loss": True, "grpo_iteration": True,
+                                  "own_loop_trains": True}
     for key in ("accuracy_before", "accuracy_after", "format_before", "format_after"):
         assert 0.0 <= m[key] <= 1.0
 
