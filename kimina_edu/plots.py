@@ -121,7 +121,9 @@ def token_label(text: str) -> str:
     never an empty string — a raw ``\n<|im_end|>`` in a legend reads as noise."""
     for raw, shown in READABLE_TOKENS.items():
         text = text.replace(raw, shown)
-    return text.replace("\n", "⏎").replace("\t", "⇥") or "∅"
+    text = text.replace("\n", "⏎").replace("\t", "⇥")
+    # other control characters (a byte-level token of the pocket model) have no glyph: show their code
+    return "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" for ch in text) or "∅"
 
 
 def plot_probe_logprobs(steps: list[int], sums: list[list[float]], labels: list[str], roles: list[str],

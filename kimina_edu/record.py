@@ -81,12 +81,16 @@ ROWS = {
 
 
 def print_measured(model_id: str, figures: dict[str, float], *, accuracy: float, n_questions: int,
-                   seed: int) -> list[str]:
+                   seed: int, smoke: bool = False) -> list[str]:
     """A notebook's closing "measured" cell: this run's figures (percent, points) beside the record's
-    ranges for this model, after the standard error of one evaluation on this run's questions."""
-    se = 100 * (accuracy * (1 - accuracy) / max(1, n_questions)) ** 0.5
+    ranges for this model, after the standard error of one evaluation on this run's questions (Agresti–
+    Coull's estimate, so an accuracy of 0% or 100% on few questions does not claim no error at all)."""
+    p = (accuracy * n_questions + 2) / (n_questions + 4)
+    se = 100 * (p * (1 - p) / max(1, n_questions)) ** 0.5
     lines = [(f"This run: seed {seed}, {n_questions} held-out questions — one evaluation's standard error "
               f"±{se:.1f} points; a difference under about twice that is not a result.")]
+    if smoke:
+        lines.append("SMOKE sizes (a test run): the ranges below are for full runs, not comparable with this one.")
     rows = ROWS.get(model_id)
     if rows is None:
         lines.append(f"No measured ranges for {model_id!r}: the record holds the pocket model and SmolLM2.")

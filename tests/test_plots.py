@@ -50,3 +50,10 @@ def test_update_shift_gap_panel_colours_each_update_by_its_sign():
     _, (ax, gap_ax) = plt.subplots(1, 2)
     plot_update_shift([{"step": 1}], ax=ax, gap_ax=gap_ax)
     assert not gap_ax.axison and not gap_ax.patches, "no empty panel when nothing was measured"
+
+
+def test_a_control_character_in_a_token_is_shown_by_its_code_not_as_a_missing_glyph():
+    from kimina_edu.plots import token_label
+
+    assert token_label("\x06a\n") == "\\x06a⏎"
+    assert token_label("") == "∅"

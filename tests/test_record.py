@@ -32,7 +32,7 @@ def test_per_seed_cells_with_a_gain_in_brackets_read_their_first_number():
 def test_the_printed_lines_carry_this_runs_value_its_range_and_the_noise(capsys):
     lines = print_measured("pocket", {"grpo_gain": 30.0, "sft_accuracy": 70.0}, accuracy=0.8, n_questions=400, seed=3)
     out = capsys.readouterr().out
-    assert "seed 3, 400 held-out questions" in out and "±2.0 points" in out
+    assert "seed 3, 400 held-out questions" in out and "±2.0 points" in out and "SMOKE" not in out
     assert any("this run 30.0" in line and line.endswith("above") for line in lines)
     assert any("this run 70.0" in line and "✓ inside" in line for line in lines)
 
@@ -41,3 +41,8 @@ def test_a_model_without_a_record_says_so_in_one_line():
     lines = print_measured("HuggingFaceTB/SmolLM-135M-Instruct", {"grpo_gain": 1.0}, accuracy=0.5, n_questions=200, seed=0)
     assert len(lines) == 2 and "No measured ranges" in lines[1]
     assert "no measured range" in beside("nope", {"x": 1.0})[0]
+
+
+def test_a_smoke_run_is_said_to_be_no_comparison_and_zero_accuracy_still_has_an_error():
+    lines = print_measured("pocket", {"grpo_gain": 0.0}, accuracy=0.0, n_questions=40, seed=0, smoke=True)
+    assert "SMOKE" in lines[1] and "±0.0" not in lines[0]
