@@ -135,7 +135,9 @@ def read_token_shift(path: str | Path) -> list[dict]:
 
 
 def _f(x: float | None) -> str:
-    return "—" if x is None else f"{x:+.2f}"
+    """Two significant digits, whatever the scale: a pocket-model update moves a token by thousandths of
+    a nat, a verdict token over a whole run by nats, and a fixed ``.2f`` prints the first as ±0.00."""
+    return "—" if x is None else f"{x:+.2g}"
 
 
 def _avg(records: list[dict], part: str, side: str) -> float | None:
@@ -172,20 +174,20 @@ def explain(records: list[dict]) -> list[str]:
     texts = _texts_over_run(records)[:3]
     if texts:
         lines.append(f"{WHY} answer tokens by text (mean Δ per update, all advantages): "
-                     + ", ".join(f"{token_label(t)!r} {m:+.3f} ({c} tokens)" for t, c, m in texts))
+                     + ", ".join(f"{token_label(t)!r} {_f(m)} ({c} tokens)" for t, c, m in texts))
     top = [t for r in records for t in r["top"]]
     if top:
         lines.append(f"{WHY} {sum(t['in_answer'] for t in top)} of {len(top)} largest single-token moves sat inside "
                      f"<answer>…</answer>; the largest, {token_label(max(top, key=lambda t: abs(t['delta']))['text'])!r}, "
-                     f"moved {max(top, key=lambda t: abs(t['delta']))['delta']:+.2f}")
+                     f"moved {_f(max(top, key=lambda t: abs(t['delta']))['delta'])}")
     med = [abs(r[s]["q"][QUANTILES.index(0.5)]) for r in records for s in ("pos", "neg") if r[s]["q"]]
     if med and top:
         big = sum(abs(t["delta"]) for t in top) / len(top)
         verdict = ("a completion's summed change is carried by its few large movers, not by its typical token"
                    if big >= 10 * max(med) else "the typical token moved more than a tenth as far as the largest movers: "
                    "the updates moved the completions broadly, not a few tokens")
-        lines.append(f"{WHY} the median token moved at most {max(med):.4f} nats in any measured update, the top movers "
-                     f"{big:.3f} on average: {verdict}")
+        lines.append(f"{WHY} the median token moved at most {max(med):.2g} nats in any measured update, the top movers "
+                     f"{big:.2g} on average: {verdict}")
     return lines
 
 

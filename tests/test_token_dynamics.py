@@ -137,7 +137,7 @@ def test_explain_cites_numbers_from_the_records():
     assert lines and all(line.startswith("  why:") for line in lines)
     text = "\n".join(lines)
     mean_answer_neg = np.mean([r["answer"]["neg"]["mean"] for r in recs])
-    assert f"{mean_answer_neg:+.2f}" in text  # the verdict's own move, from these records
+    assert f"{mean_answer_neg:+.2g}" in text  # the verdict's own move, from these records (two significant digits)
     assert "4 measured updates" in text and "'·does'" in text  # the token as labelled: · for its space
     moved = [t for r in recs for t in r["top"]]
     assert f"{sum(t['in_answer'] for t in moved)} of {len(moved)}" in text
@@ -171,3 +171,12 @@ def test_token_labels_show_whitespace_and_markup_visibly():
     assert token_label("\n<|im_end|>") == "↵<|im_end|>"
     assert token_label(" does") == "·does"
     assert token_label("x" * 40).endswith("…") and len(token_label("x" * 40)) <= 16
+
+
+def test_explain_keeps_two_significant_digits_of_a_thousandth_of_a_nat():
+    recs = _records(2)
+    for r in recs:
+        for side in ("pos", "neg"):
+            r["answer"][side]["mean"] = 7e-4 if side == "pos" else -9e-4
+    text = "\n".join(explain(recs))
+    assert "+0.0007" in text and "-0.0009" in text and "±0.00 " not in text
