@@ -7,17 +7,13 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from tiny_notebook import write_notebook
 
 from kimina_edu import course
 
 
 def _notebook(path, code):
-    nb = nbformat.v4.new_notebook()
-    params = nbformat.v4.new_code_cell("SMOKE = False\nOUTPUT_DIR = '.'")
-    params.metadata["tags"] = ["parameters"]
-    nb.cells = [params, nbformat.v4.new_code_cell(code)]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, path)
+    write_notebook(path, code, parameters="SMOKE = False\nOUTPUT_DIR = '.'")
 
 
 def test_failure_is_reported_and_the_rest_still_runs(tmp_path, monkeypatch, capsys):
@@ -84,12 +80,7 @@ ECHO = ("import json, os\nfrom pathlib import Path\nfrom kimina_edu.runtime impo
 
 
 def _echo_notebook(path):
-    nb = nbformat.v4.new_notebook()
-    params = nbformat.v4.new_code_cell('SMOKE = False\nSEED = 0\nDEVICE = "cpu"\nMODEL_ID = "pocket"\nOUTPUT_DIR = "."')
-    params.metadata["tags"] = ["parameters"]
-    nb.cells = [params, nbformat.v4.new_code_cell(ECHO)]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, path)
+    write_notebook(path, ECHO)
 
 
 @pytest.fixture

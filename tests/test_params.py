@@ -6,6 +6,7 @@ import math
 import nbformat
 import pytest
 import torch
+from tiny_notebook import write_notebook
 
 from kimina_edu.course import list_notebooks
 from kimina_edu.grpo import group_advantages
@@ -119,17 +120,11 @@ def test_non_finite_rewards_raise_a_clear_error(bad):
 
 
 def _tiny_notebook(path):
-    nb = nbformat.v4.new_notebook()
-    params = nbformat.v4.new_code_cell('SMOKE = False\nSEED = 0\nDEVICE = "auto"\nMODEL_ID = "pocket"\n'
-                                       'OUTPUT_DIR = "."\nSTEPS = None')
-    params.metadata["tags"] = ["parameters"]
-    derived = nbformat.v4.new_code_cell("from kimina_edu.params import check_params, one_line_errors\n\n"
-                                        "one_line_errors(OUTPUT_DIR)\n"
-                                        "globals().update(check_params(globals(), smoke={'STEPS': (300, 6)}))")
-    bug = nbformat.v4.new_code_cell("def f(x):\n    return 1 / x\n\nf(STEPS - STEPS)")
-    nb.cells = [params, derived, bug]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, path)
+    derived = ("from kimina_edu.params import check_params, one_line_errors\n\n"
+               "one_line_errors(OUTPUT_DIR)\n"
+               "globals().update(check_params(globals(), smoke={'STEPS': (300, 6)}))")
+    write_notebook(path, derived, "def f(x):\n    return 1 / x\n\nf(STEPS - STEPS)",
+                   parameters='SMOKE = False\nSEED = 0\nDEVICE = "auto"\nMODEL_ID = "pocket"\nOUTPUT_DIR = "."\nSTEPS = None')
 
 
 def _error_output(path):

@@ -6,8 +6,8 @@ is refused, not read as "everything"."""
 import json
 import os
 
-import nbformat
 import pytest
+from tiny_notebook import write_notebook
 
 from kimina_edu import course
 
@@ -17,12 +17,7 @@ REPORT = ("import os\nfrom kimina_edu.runtime import cache_dir, write_metrics\n"
 
 
 def _report_notebook(path):
-    nb = nbformat.v4.new_notebook()
-    params = nbformat.v4.new_code_cell('SMOKE = False\nSEED = 0\nDEVICE = "cpu"\nMODEL_ID = "pocket"\nOUTPUT_DIR = "."')
-    params.metadata["tags"] = ["parameters"]
-    nb.cells = [params, nbformat.v4.new_code_cell(REPORT)]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, path)
+    write_notebook(path, REPORT)
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ TRL's training call, further down)."""
 import json
 
 import nbformat
+from tiny_notebook import write_notebook
 
 from kimina_edu import course
 
@@ -23,14 +24,9 @@ SLOW_CELL = ("eval_entries = list(range(3))  # quick, and first\n"
 
 
 def _notebook(path):
-    nb = nbformat.v4.new_notebook()
-    params = nbformat.v4.new_code_cell("SMOKE = False\nOUTPUT_DIR = '.'")
-    params.metadata["tags"] = ["parameters"]
     write = "from kimina_edu.runtime import write_metrics\nwrite_metrics({'smoke': SMOKE}, OUTPUT_DIR)"
-    nb.cells = [params, nbformat.v4.new_code_cell("\n\n%config InlineBackend.figure_format = 'png'\nx = 1"),
-                nbformat.v4.new_code_cell(SLOW_CELL), nbformat.v4.new_code_cell(write)]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, path)
+    write_notebook(path, "\n\n%config InlineBackend.figure_format = 'png'\nx = 1", SLOW_CELL, write,
+                   parameters="SMOKE = False\nOUTPUT_DIR = '.'")
 
 
 def test_the_summary_names_the_statement_that_took_the_time(tmp_path, monkeypatch, capsys):
