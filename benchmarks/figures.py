@@ -20,9 +20,10 @@ import statistics
 import sys
 from pathlib import Path
 
+from kimina_edu.record import MEASURED  # the record's folder: one place, read by the notebooks too
+
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
-MEASURED = REPO / "benchmarks" / "measured"
 BLOCK = re.compile(r"<!-- figures:(\w+):start -->\n(.*?)<!-- figures:\1:end -->", re.DOTALL)
 # the records each README block shows, in this order
 BLOCKS = {"setup": ["course"], "results": ["pocket_seeds", "smollm2"]}  # the rest: benchmarks/README.md
