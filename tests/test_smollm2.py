@@ -14,6 +14,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from deadlines import CELL_DEADLINE_S
 
 from kimina_edu import smollm2
 from kimina_edu.errors import ModelUnavailableError
@@ -388,7 +389,7 @@ def _cli_with_a_file_size_limit(cache: Path, limit: int):
     env = {**os.environ, "KIMINA_EDU_CACHE": str(cache), "HF_HUB_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1",
            "PYTHONWARNINGS": "ignore"}
     return subprocess.run([sys.executable, "-m", "kimina_edu.smollm2"], env=env, capture_output=True, text=True,
-                          timeout=600, preexec_fn=limited, check=False)
+                          timeout=CELL_DEADLINE_S, preexec_fn=limited, check=False)  # a hang catcher
 
 
 @pytest.mark.parametrize("limit, where", [(20 << 20, "extracting the GGUF"), (150 << 20, "saving the model")])
