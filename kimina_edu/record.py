@@ -98,3 +98,19 @@ def print_measured(model_id: str, figures: dict[str, float], *, accuracy: float,
         lines += beside(model_id, {rows[k]: v for k, v in figures.items() if k in rows})
     print("\n".join(lines))
     return lines
+
+
+def paired_gain(before: list[float], after: list[float], z: float = 1.96) -> tuple[float, float, float]:
+    """A gain measured on the same questions, in points, with its 95% interval: the mean of the per-question
+    differences (after − before, each −1, 0 or +1) ± z standard errors of that mean. Pairing removes what
+    the two evaluations share (the questions' own difficulty), so the interval is narrower than two
+    independent evaluations' would be ("Adding Error Bars to Evals", Miller 2024)."""
+    if len(before) != len(after) or not before:
+        raise ValueError(f"paired_gain needs two equal, non-empty lists of per-question scores, got {len(before)} "
+                         f"and {len(after)}")
+    d = [a - b for a, b in zip(after, before)]
+    n = len(d)
+    mean = sum(d) / n
+    var = sum((x - mean) ** 2 for x in d) / max(1, n - 1)
+    half = z * (var / n) ** 0.5
+    return 100 * mean, 100 * (mean - half), 100 * (mean + half)

@@ -92,6 +92,8 @@ def check_04(m):
                                   "own_loop_trains": True}
     clip = m["clip_phase"]["clip_frac"]  # one buffer in several minibatch steps: the ratio leaves 1
     assert clip[0] == 0.0 and max(clip) > 0.0
+    gain, lo, hi = m["gain_paired_points"]  # the paired gain is the accuracy gain, with its interval around it
+    assert math.isclose(gain, 100 * (m["accuracy_after"] - m["accuracy_before"]), abs_tol=1e-9) and lo <= gain <= hi
     assert len(m["own_loop"]) == 2
     # the probes across the run: recorded at step 0, every probe_every steps and at the end
     assert m["probe_checkpoints"] == 1 + m["steps"] // m["probe_every"] + (m["steps"] % m["probe_every"] > 0)

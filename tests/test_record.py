@@ -46,3 +46,18 @@ def test_a_model_without_a_record_says_so_in_one_line():
 def test_a_smoke_run_is_said_to_be_no_comparison_and_zero_accuracy_still_has_an_error():
     lines = print_measured("pocket", {"grpo_gain": 0.0}, accuracy=0.0, n_questions=40, seed=0, smoke=True)
     assert "SMOKE" in lines[1] and "±0.0" not in lines[0]
+
+
+def test_a_paired_gain_is_the_mean_difference_with_its_interval():
+    from kimina_edu.record import paired_gain
+
+    before = [1, 0, 0, 1, 0, 1, 0, 0] * 50
+    after = [1, 1, 0, 1, 0, 1, 1, 0] * 50  # two more right in every eight, none lost
+    gain, lo, hi = paired_gain(before, after)
+    assert abs(gain - 25.0) < 1e-9 and lo < 25.0 < hi and hi - lo < 10  # 400 paired questions: ±4.3 points
+    same = paired_gain(before, before)
+    assert same == (0.0, 0.0, 0.0)
+    import pytest
+
+    with pytest.raises(ValueError, match="equal"):
+        paired_gain([1, 0], [1])
