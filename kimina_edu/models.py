@@ -203,6 +203,29 @@ def load_policy(
     return model, tok
 
 
+def save_policy(model, folder: str | os.PathLike, *, base: str | os.PathLike,
+                merged: list[str | os.PathLike] | tuple = ()) -> dict[str, Any]:
+    """Save a trained policy's LoRA adapter into ``folder`` (PEFT's ``save_pretrained``: the adapter alone, a
+    few MB) and return how to rebuild the policy: ``{"base", "adapters", "dtype"}``.
+
+    ``base``: the model folder (or hub id) :func:`load_policy` started from; ``merged``: the adapters it merged
+    into that base before the trained one was added (chapter 4: chapter 3's warm-up, ``load_policy(adapter=…,
+    lora=…)``). ``adapters`` lists them in that order, this folder last: merge each earlier one into the base,
+    apply the last — with transformers and PEFT alone, in ``dtype`` (the base's weights; the merge rounds in
+    it). Folders are absolute, so the description holds from any working directory; a hub id stays an id."""
+    if not hasattr(model, "peft_config"):
+        raise ValueError("save_policy saves a LoRA adapter, and this model has none: pass the policy "
+                         "load_policy(..., lora=lora_config()) returned, after training it")
+    folder = Path(folder).resolve()
+    model.save_pretrained(folder)
+
+    def where(path: str | os.PathLike) -> str:
+        return str(Path(path).resolve()) if Path(path).is_dir() else str(path)
+
+    dtype = str(model.get_input_embeddings().weight.dtype).removeprefix("torch.")
+    return {"base": where(base), "adapters": [where(a) for a in merged] + [str(folder)], "dtype": dtype}
+
+
 __all__ = [
     "HUB_DEFAULT",
     "ModelUnavailableError",
@@ -211,4 +234,5 @@ __all__ = [
     "hub_reachable",
     "load_policy",
     "policy_dtype",
+    "save_policy",
 ]
