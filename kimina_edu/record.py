@@ -100,6 +100,20 @@ def print_measured(model_id: str, figures: dict[str, float], *, accuracy: float,
     return lines
 
 
+def standard_error(p: float, n: int) -> float:
+    """One evaluation's standard error, in points: √(p(1−p)/n) for accuracy ``p`` on ``n`` questions ("Adding
+    Error Bars to Evals", Miller 2024). An accuracy with it beside: how far a second draw of ``n`` questions
+    would typically land (400 questions at 80%: ±2 points)."""
+    if n < 1 or not 0.0 <= p <= 1.0:
+        raise ValueError(f"standard_error needs an accuracy in [0, 1] and at least one question, got p={p!r}, n={n!r}")
+    return 100 * (p * (1 - p) / n) ** 0.5
+
+
+def accuracy_with_se(p: float, n: int) -> str:
+    """``"72.5% ± 2.2 points"``: a held-out accuracy as the chapters print it, its standard error beside it."""
+    return f"{100 * p:.1f}% ± {standard_error(p, n):.1f} points"
+
+
 def paired_gain(before: list[float], after: list[float], z: float = 1.96) -> tuple[float, float, float]:
     """A gain measured on the same questions, in points, with its 95% interval: the mean of the per-question
     differences (after − before, each −1, 0 or +1) ± z standard errors of that mean. Pairing removes what
