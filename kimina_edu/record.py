@@ -110,8 +110,12 @@ def standard_error(p: float, n: int) -> float:
 
 
 def accuracy_with_se(p: float, n: int) -> str:
-    """``"72.5% ± 2.2 points"``: a held-out accuracy as the chapters print it, its standard error beside it."""
-    return f"{100 * p:.1f}% ± {standard_error(p, n):.1f} points"
+    """``"72.5% ± 2.2 points"``: a held-out accuracy as the chapters print it, its standard error beside it. At 0%
+    and 100% the formula gives 0, which is no error bar: the count is printed instead, and says so."""
+    se = standard_error(p, n)
+    if p in (0.0, 1.0):
+        return f"{100 * p:.1f}% ({round(p * n)} of {n}; √(p(1−p)/n) = 0 at the ends, not an error bar)"
+    return f"{100 * p:.1f}% ± {se:.1f} points"
 
 
 def paired_gain(before: list[float], after: list[float], z: float = 1.96) -> tuple[float, float, float]:
