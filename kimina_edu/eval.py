@@ -109,6 +109,8 @@ def evaluation_key(model, tok, entries: list[dict[str, Any]], max_new_tokens: in
 
     from kimina_edu import smalldecode
     from kimina_edu.merged_weights import effective_weights
+    from kimina_edu.precision import matmul_dtype
+    from kimina_edu.rollouts import arithmetic_bound
 
     merged = smalldecode.supported(model) is None
     raw = not merged and hasattr(model, "peft_config")
@@ -121,7 +123,8 @@ def evaluation_key(model, tok, entries: list[dict[str, Any]], max_new_tokens: in
               "tokenizer": [sorted(vocab.items()) if vocab else None, getattr(tok, "eos_token_id", None),
                             getattr(tok, "pad_token_id", None), getattr(tok, "chat_template", None)],
               "max_new_tokens": max_new_tokens, "batch_size": batch_size, "threads": torch.get_num_threads(),
-              "decoder": "merged weights" if merged else "model forward",
+              # bf16 matrices can flip a greedy token: the decoder's dtype is part of what was evaluated
+              "decoder": f"merged weights, {matmul_dtype(arithmetic_bound(model))}" if merged else "model forward",
               "adapters_off": _adapters_off(model) if raw else None, "generation_config": generation_settings,
               "entries": entries}
     digest.update(json.dumps(header, sort_keys=True, default=str).encode())

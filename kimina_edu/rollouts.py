@@ -40,6 +40,8 @@ class SamplingSettings:
     ``seed``: base seed of the sampler's own random stream, for backends that own one (vLLM);
     ``None`` leaves seeding to the caller (the transformers backend draws from torch's global
     generator, which the trainer seeds and checkpoints).
+    ``logp_temperature``: the sampled tokens' log-probs a backend returns are under
+    softmax(logits / this) — the distribution the learner scores (``TrainConfig.score_at_temperature``).
     """
 
     max_new_tokens: int
@@ -48,6 +50,7 @@ class SamplingSettings:
     min_p: float = 0.0
     n: int = 1
     seed: int | None = None
+    logp_temperature: float = 1.0
 
     def __post_init__(self) -> None:
         problems = []
@@ -61,6 +64,8 @@ class SamplingSettings:
             problems.append(f"min_p must be in [0, 1) (got {self.min_p})")
         if self.n < 1:
             problems.append(f"n must be ≥ 1 (got {self.n})")
+        if not self.logp_temperature > 0:
+            problems.append(f"logp_temperature must be > 0 (got {self.logp_temperature})")
         if problems:
             raise ValueError("invalid sampling settings: " + "; ".join(problems))
 
@@ -96,12 +101,14 @@ def encode_prompts(tok, prompts: list[str]) -> list[list[int]]:
 # ------------------------------------------------------------------ transformers sampling
 
 
-def trim_completion(row: list[int], eos_id: int | None, pad_id: int | None) -> list[int]:
+def trim_completion(row: list, eos_id: int | None, pad_id: int | None, key=None) -> list:
     """Cut a generated row after its first end-of-turn token (kept: the policy chose to stop), or
-    drop the padding ``generate`` appends once a row has finished."""
-    if eos_id is not None and eos_id in row:
-        return row[: row.index(eos_id) + 1]
-    return [t for t in row if t != pad_id]
+    drop the padding ``generate`` appends once a row has finished. ``key``: the token id of an item
+    of ``row`` (rows of (token, log-prob) pairs are trimmed alike)."""
+    ids = [key(x) for x in row] if key else row
+    if eos_id is not None and eos_id in ids:
+        return row[: ids.index(eos_id) + 1]
+    return [x for x, t in zip(row, ids) if t != pad_id]
 
 
 def generate_ids(model, tok, prompt_ids: list[list[int]], settings: SamplingSettings) -> list[list[int]]:
@@ -110,7 +117,17 @@ def generate_ids(model, tok, prompt_ids: list[list[int]], settings: SamplingSett
     Prompts are left-padded here (whatever the tokenizer's side) so every row's next token sits
     in the last column; ``generate`` derives position ids from the attention mask.
     """
+    return sample_ids(model, tok, prompt_ids, settings).completion_ids
+
+
+def sample_ids(model, tok, prompt_ids: list[list[int]], settings: SamplingSettings) -> Generation:
+    """:func:`generate_ids`, returning a :class:`Generation`. Where the plain-torch decoder runs its
+    matrices in bf16 (:mod:`kimina_edu.precision`), it computes differently from the fp32 learner, so the
+    result also holds each sampled token's log-prob under softmax(logits / ``settings.logp_temperature``)
+    as the sampler computed it: the trainer measures and corrects that gap, as it does vLLM's."""
     import torch
+
+    from kimina_edu.precision import matmul_dtype
 
     if not prompt_ids or any(not row for row in prompt_ids):
         raise ValueError("generate_ids needs at least one prompt, each with at least one token")
@@ -123,13 +140,22 @@ def generate_ids(model, tok, prompt_ids: list[list[int]], settings: SamplingSett
         attn[i, width - len(row):] = 1
     sample = settings.temperature > 0
     large = arithmetic_bound(model)
+    prompts = [list(p) for p in prompt_ids]
     if smalldecode.supported(model) is None:
-        rows = smalldecode.SmallLlama.from_model(model).decode(ids, attn, settings, tok.eos_token_id,
-                                                               share_prefix=large, drop_finished=large)
-        return [trim_completion(row, tok.eos_token_id, pad_id) for row in rows]
+        dtype = matmul_dtype(large)
+        decoder = smalldecode.SmallLlama.from_model(model, dtype)
+        bf16 = dtype != torch.float32
+        rows = decoder.decode(ids, attn, settings, tok.eos_token_id, share_prefix=large, drop_finished=large,
+                              logp_temperature=settings.logp_temperature if bf16 else None)
+        kept = [trim_completion(row, tok.eos_token_id, pad_id) for row in rows]
+        if not bf16:
+            return Generation(prompts, kept)
+        logps = [trim_completion(list(zip(row, lp)), tok.eos_token_id, pad_id, key=lambda pair: pair[0])
+                 for row, lp in zip(rows, decoder.sampled_logp)]
+        return Generation(prompts, kept, [[lp for _, lp in row] for row in logps])
     if large:
         rows = decode_dropping_finished(model, ids, attn, settings, tok.eos_token_id)
-        return [trim_completion(row, tok.eos_token_id, pad_id) for row in rows]
+        return Generation(prompts, [trim_completion(row, tok.eos_token_id, pad_id) for row in rows])
     kwargs: dict[str, Any] = {"do_sample": sample, "max_new_tokens": settings.max_new_tokens,
                               "num_return_sequences": settings.n, "pad_token_id": pad_id,
                               "eos_token_id": tok.eos_token_id}
@@ -139,7 +165,7 @@ def generate_ids(model, tok, prompt_ids: list[list[int]], settings: SamplingSett
             kwargs["min_p"] = settings.min_p
     with torch.no_grad():
         out = model.generate(input_ids=ids.to(model.device), attention_mask=attn.to(model.device), **kwargs)
-    return [trim_completion(row, tok.eos_token_id, pad_id) for row in out[:, width:].tolist()]
+    return Generation(prompts, [trim_completion(row, tok.eos_token_id, pad_id) for row in out[:, width:].tolist()])
 
 
 # Above this many parameters a decoding step's cost is arithmetic (rows × parameters), so a shared system
@@ -295,9 +321,11 @@ class TransformersBackend:
         self._kept = None if arithmetic_bound(model) else (model, self._sampler)
 
     def generate(self, tok, prompt_ids: list[list[int]], settings: SamplingSettings) -> Generation:
+        """All rows of a round; ``sampler_logp`` is set where the sampler's arithmetic differs from the
+        learner's (bf16 matrices on the CPU: :func:`sample_ids`)."""
         if self._sampler is None:
             raise RuntimeError("TransformersBackend.generate before load_policy(model): load the policy first")
-        return Generation([list(p) for p in prompt_ids], generate_ids(self._sampler, tok, prompt_ids, settings))
+        return sample_ids(self._sampler, tok, prompt_ids, settings)
 
     def release(self) -> None:
         """Drop the merged copy (a whole model's worth of memory) before the learning phase; a small
@@ -395,6 +423,9 @@ class VLLMBackend:
             raise RuntimeError("VLLMBackend.generate before load_policy(model): vLLM still holds the base weights")
         if not prompt_ids or any(not row for row in prompt_ids):
             raise ValueError("generate needs at least one prompt, each with at least one token")
+        if settings.logp_temperature != 1.0:  # raw_logprobs: before temperature (the class docstring)
+            raise ValueError(f"VLLMBackend returns log-probs under the model's own T = 1 softmax, and the learner "
+                             f"scores at T = {settings.logp_temperature}: set score_at_temperature=False with vLLM")
         rng = random.Random(f"{settings.seed}/{self._calls}")
         self._calls += 1
         params = [SamplingParams(n=settings.n, temperature=settings.temperature, top_p=settings.top_p,
@@ -440,5 +471,6 @@ __all__ = [
     "encode_prompts",
     "generate",
     "generate_ids",
+    "sample_ids",
     "trim_completion",
 ]

@@ -67,15 +67,18 @@ class SmallLlama:
     ``model.disable_adapter()``).
     """
 
-    def __init__(self, config, weights) -> None:
+    def __init__(self, config, weights, dtype=None) -> None:
         import torch
 
+        # the matrices' dtype (``precision.matmul_dtype``): bf16 multiplies them on the CPU's bf16 units; the
+        # residual stream, norms, attention and the cache stay fp32, and every product comes back as fp32
+        self.dtype = dtype or torch.float32
         w: dict[str, Any] = {name.removeprefix("model."): t.detach() for name, t in weights}
         self.heads, self.kv_heads = config.num_attention_heads, config.num_key_value_heads
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
         self.eps, self.theta = config.rms_norm_eps, config.rope_parameters["rope_theta"]
         self.embed = w["embed_tokens.weight"]
-        self.head = w.get("lm_head.weight", self.embed)  # tied embeddings come once
+        self.head = w.get("lm_head.weight", self.embed).t().to(self.dtype)  # [hidden, vocab]; fp32: a view
         self.norm = w["norm.weight"]
         # the rows each forward of the last decode sent through the layers' matmuls and the LM head:
         # (rows × positions, rows whose logits were taken); benchmarks/bench_smollm2.py times the same
@@ -86,15 +89,23 @@ class SmallLlama:
             p = f"layers.{i}."
             self.layers.append(dict(
                 ln1=w[p + "input_layernorm.weight"], ln2=w[p + "post_attention_layernorm.weight"],
-                qkv=torch.cat([w[p + f"self_attn.{x}_proj.weight"] for x in "qkv"]).t().contiguous(),
-                o=w[p + "self_attn.o_proj.weight"].t().contiguous(),
-                gate_up=torch.cat([w[p + "mlp.gate_proj.weight"], w[p + "mlp.up_proj.weight"]]).t().contiguous(),
-                down=w[p + "mlp.down_proj.weight"].t().contiguous()))
+                qkv=torch.cat([w[p + f"self_attn.{x}_proj.weight"] for x in "qkv"]).t().contiguous().to(self.dtype),
+                o=w[p + "self_attn.o_proj.weight"].t().contiguous().to(self.dtype),
+                gate_up=torch.cat([w[p + "mlp.gate_proj.weight"], w[p + "mlp.up_proj.weight"]]).t().contiguous()
+                .to(self.dtype),
+                down=w[p + "mlp.down_proj.weight"].t().contiguous().to(self.dtype)))
+        # each sampled token's log-probability under softmax(logits / logp_temperature), per output row, when
+        # decode was asked for them: what the learner compares its own with (the sampler–learner mismatch)
+        self.sampled_logp: list[list[float]] | None = None
 
     @classmethod
-    def from_model(cls, model) -> SmallLlama:
+    def from_model(cls, model, dtype=None) -> SmallLlama:
         inner = model.get_base_model() if hasattr(model, "get_base_model") else model
-        return cls(inner.config, effective_weights(model))
+        return cls(inner.config, effective_weights(model), dtype)
+
+    def _mm(self, x, weight):
+        """``x @ weight`` in the weight's dtype, the product back in fp32."""
+        return x @ weight if weight.dtype == x.dtype else (x.to(weight.dtype) @ weight).float()
 
     def _rms(self, x, weight):
         return weight * (x * (x.pow(2).mean(-1, keepdim=True) + self.eps).rsqrt())
@@ -116,19 +127,19 @@ class SmallLlama:
         end = start + s
         self.matmul_rows.append((rows * s, rows if logits else 0))
         for layer, (k_cache, v_cache) in zip(self.layers, cache):
-            qkv = self._rms(x, layer["ln1"]) @ layer["qkv"]
+            qkv = self._mm(self._rms(x, layer["ln1"]), layer["qkv"])
             q = qkv[..., : h * d].view(rows, s, h, d).transpose(1, 2)
             k = qkv[..., h * d: (h + kv) * d].view(rows, s, kv, d).transpose(1, 2)
             k_cache[:, :, start:end] = self._rope(k, cos, sin)
             v_cache[:, :, start:end] = qkv[..., (h + kv) * d:].view(rows, s, kv, d).transpose(1, 2)
             att = attend(self._rope(q, cos, sin), k_cache[:, :, :end], v_cache[:, :, :end])
-            x = x + att.reshape(rows, s, h * d) @ layer["o"]
-            gate, up = (self._rms(x, layer["ln2"]) @ layer["gate_up"]).chunk(2, dim=-1)
-            x = x + (F.silu(gate) * up) @ layer["down"]
-        return self._rms(x[:, -1], self.norm) @ self.head.t() if logits else None
+            x = x + self._mm(att.reshape(rows, s, h * d), layer["o"])
+            gate, up = self._mm(self._rms(x, layer["ln2"]), layer["gate_up"]).chunk(2, dim=-1)
+            x = x + self._mm(F.silu(gate) * up, layer["down"])
+        return self._mm(self._rms(x[:, -1], self.norm), self.head) if logits else None
 
     def decode(self, ids, attn, settings, eos_id: int | None, *, share_prefix: bool = False,
-               drop_finished: bool = False) -> list[list[int]]:
+               drop_finished: bool = False, logp_temperature: float | None = None) -> list[list[int]]:
         """Sample ``settings.n`` completions of each left-padded prompt row (``ids``, ``attn``: [P, W]).
 
         Each prompt is prefilled once and its cache copied to its ``n`` rows; every row then decodes
@@ -139,7 +150,10 @@ class SmallLlama:
         ``share_prefix`` runs the tokens every prompt starts with (the system turn: 72 of SmolLM2's ~111
         prompt tokens) once, for one row, and writes their keys and values into every row's cache;
         ``drop_finished`` takes finished rows out of the batch — and the cache — once they are a quarter
-        of it (each removal copies the cache, so not at every finished row)."""
+        of it (each removal copies the cache, so not at every finished row).
+
+        ``logp_temperature``: also keep each drawn token's log-probability under softmax(logits / that
+        temperature) in :attr:`sampled_logp` (fp32, from the logits the token was drawn from)."""
         import torch
         import torch.nn.functional as F
 
@@ -183,6 +197,8 @@ class SmallLlama:
             return (scores + bias[:, None, None, : k.shape[2]]).softmax(-1) @ v
 
         out: list[list[int]] = [[] for _ in range(rows)]
+        logps: list[list[float]] = [[] for _ in range(rows)]
+        self.sampled_logp = logps if logp_temperature else None
         slots = list(range(rows))  # the output row each batch row writes
         live = set(slots)
         with torch.inference_mode():
@@ -195,10 +211,15 @@ class SmallLlama:
             cache = [(k.repeat_interleave(n, 0), v.repeat_interleave(n, 0)) for k, v in cache]
             position = position[:, -1].repeat_interleave(n, 0) + 1
             for step in range(new):
-                drawn = draw_next(logits, settings).tolist()
-                for row, t in zip(slots, drawn):
+                token = draw_next(logits, settings)
+                drawn = token.tolist()
+                chosen = (None if not logp_temperature else
+                          (logits.float() / logp_temperature).log_softmax(-1).gather(1, token[:, None]).squeeze(1).tolist())
+                for i, (row, t) in enumerate(zip(slots, drawn)):
                     if row in live:
                         out[row].append(t)
+                        if chosen is not None:
+                            logps[row].append(chosen[i])
                         if t == eos_id:
                             live.discard(row)
                 if step == new - 1 or not live:

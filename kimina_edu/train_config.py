@@ -159,7 +159,13 @@ class TrainConfig:
     def sampling(self) -> SamplingSettings:
         """What the rollout backend needs from this config (:mod:`kimina_edu.rollouts`)."""
         return SamplingSettings(max_new_tokens=self.max_new_tokens, temperature=self.temperature, top_p=self.top_p,
-                                min_p=self.min_p, n=self.group_size, seed=self.seed)
+                                min_p=self.min_p, n=self.group_size, seed=self.seed,
+                                logp_temperature=self.score_temperature)
+
+    @property
+    def score_temperature(self) -> float:
+        """The temperature the learner scores log-probs at (``score_at_temperature``; else 1)."""
+        return self.temperature if self.score_at_temperature and self.temperature > 0 else 1.0
 
     @classmethod
     def cpu_pocket(cls, **overrides) -> TrainConfig:

@@ -34,9 +34,10 @@ from kimina_edu.checkpoints import (
 )
 from kimina_edu.grpo import group_advantages, policy_loss
 from kimina_edu.logprobs import Rollout, completion_logprobs, pad_batch, truncated_importance_weights
+from kimina_edu.precision import matmul_dtype
 from kimina_edu.probes import ProbeSet, update_shift
 from kimina_edu.rewards import RewardBreakdown, score_completion
-from kimina_edu.rollouts import TransformersBackend, chat_prompt, encode_prompts
+from kimina_edu.rollouts import TransformersBackend, arithmetic_bound, chat_prompt, encode_prompts
 from kimina_edu.tasks import SEEDS, make_entries
 from kimina_edu.token_dynamics import TOKEN_SHIFT_FILE, token_shift_record
 from kimina_edu.train_config import TrainConfig
@@ -58,6 +59,10 @@ class GRPOTrainer:
         self.reward_fn, self.progress = reward_fn, progress
         self.backend = backend or TransformersBackend()
         self.params = [p for p in model.parameters() if p.requires_grad]
+        # the learner's matrix multiplies: bf16 under autocast where the CPU has bf16 units (kimina_edu.precision),
+        # the trained weights staying fp32; the update-shift measurement always scores in fp32
+        self.bf16 = matmul_dtype(arithmetic_bound(model), str(model.device.type)) == torch.bfloat16
+        self._log_ratios: list[torch.Tensor] = []  # the sampler–learner gap of this learning phase's tokens
         self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.step = 0
         self.data_rng = random.Random(cfg.seed)
@@ -97,8 +102,10 @@ class GRPOTrainer:
             rows = [Rollout(prompt_ids[i // cfg.group_size], c, [], float(adv[i]), scores[i].total,
                             tok.eos_token_id not in c, None if gen.sampler_logp is None else gen.sampler_logp[i])
                     for i, c in enumerate(completions)]
-            if not self.on_policy_update():
-                old_logp, _ = completion_logprobs(self.model, rows, tok.pad_token_id, temperature=self.score_temperature)
+            if not self.on_policy_update():  # scored as the learner will score them: π/π_old is 1 until a step moves it
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
+                    old_logp, _ = completion_logprobs(self.model, rows, tok.pad_token_id,
+                                                      temperature=self.score_temperature)
                 for r, lp in zip(rows, old_logp):
                     r.old_logp = lp[: len(r.completion_ids)].tolist()
             buffer.extend(rows)
@@ -148,7 +155,7 @@ class GRPOTrainer:
     @property
     def score_temperature(self) -> float:
         """The temperature the learner scores log-probs at (``cfg.score_at_temperature``; else 1)."""
-        return self.cfg.temperature if self.cfg.score_at_temperature and self.cfg.temperature > 0 else 1.0
+        return self.cfg.score_temperature
 
     def on_policy_update(self) -> bool:
         """True when the learning phase makes exactly one optimizer step over the buffer: the
@@ -173,9 +180,9 @@ class GRPOTrainer:
         self.model.train()
         totals: dict[str, float] = {}
         n_mb, n_tokens, t0 = 0, 0, time.perf_counter()
+        self._log_ratios = []
         for _ in range(cfg.epochs):
-            order = list(range(len(buffer)))
-            self.data_rng.shuffle(order)
+            order = self.minibatch_order(buffer)
             minibatches = [[buffer[i] for i in order[k : k + cfg.minibatch_size]]
                            for k in range(0, len(order), cfg.minibatch_size)]
             for start in range(0, len(minibatches), cfg.grad_accum):
@@ -193,10 +200,30 @@ class GRPOTrainer:
         self.model.eval()
         out = {k: v / n_mb for k, v in totals.items()}
         out["train_tokens_per_s"] = n_tokens / (time.perf_counter() - t0)
+        out.update(mismatch_stats(self._log_ratios))
         out["skipped"] = 0.0
         if before is not None:
             self._measure_update(step, buffer, before, self._token_logps(buffer), out)
         return out
+
+    def minibatch_order(self, buffer: list[Rollout]) -> list[int]:
+        """The buffer's rollouts in the order the minibatches take them, shuffled by ``data_rng``.
+
+        When ``minibatch_size`` is a multiple of the group size G, whole groups are shuffled and kept
+        together, so a minibatch holds G completions of each of its prompts and the learner runs each
+        prompt once for all of them (:func:`kimina_edu.logprobs.completion_logprobs`); shuffling single
+        rollouts into minibatches of 8 left SmolLM2's learner running most prompts once per completion.
+        Otherwise single rollouts are shuffled."""
+        order = list(range(len(buffer)))
+        self.data_rng.shuffle(order)
+        if self.cfg.minibatch_size % self.cfg.group_size:
+            return order
+        # groups in the order their first rollout came in the shuffle (a uniformly random order of groups);
+        # the same random draws as a plain shuffle, so the questions drawn next do not depend on this choice
+        rank: dict[tuple[int, ...], int] = {}
+        for i in order:
+            rank.setdefault(tuple(buffer[i].prompt_ids), len(rank))
+        return sorted(order, key=lambda i: rank[tuple(buffer[i].prompt_ids)])
 
     def _measure_update(self, step: int, buffer: list[Rollout], before: list[list[float]],
                         after: list[list[float]], out: dict[str, float]) -> None:
@@ -234,8 +261,9 @@ class GRPOTrainer:
 
     def _minibatch_backward(self, mb: list[Rollout], scale: float) -> dict[str, float]:
         cfg = self.cfg
-        logp, mask, entropy = completion_logprobs(self.model, mb, self.tok.pad_token_id, with_entropy=True,
-                                                  temperature=self.score_temperature)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
+            logp, mask, entropy = completion_logprobs(self.model, mb, self.tok.pad_token_id, with_entropy=True,
+                                                      temperature=self.score_temperature)
         if self.on_policy_update():  # the weights have not moved since sampling: old = new, exactly
             old = logp.detach()
         else:
@@ -254,6 +282,7 @@ class GRPOTrainer:
         if weight is not None:
             stats["tis_weight_mean"] = ((weight * mask).sum() / mask.sum()).item()
             stats["tis_capped_frac"] = (((weight >= cfg.tis_cap).float() * mask).sum() / mask.sum()).item()
+            self._log_ratios.append(_sampler_log_ratios(mb, logp.detach()))
         return stats
 
     def _sampler_weights(self, mb: list[Rollout], learner_logp: torch.Tensor, mask: torch.Tensor):
@@ -275,7 +304,7 @@ class GRPOTrainer:
         """With LoRA the reference is the same model with adapters off: no second copy."""
         if not hasattr(self.model, "disable_adapter"):
             raise ValueError("beta > 0 needs a PEFT (LoRA) model: its reference is the model with adapters disabled")
-        with self.model.disable_adapter():
+        with self.model.disable_adapter(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
             ref, _ = completion_logprobs(self.model, mb, self.tok.pad_token_id, temperature=self.score_temperature)
         return ref
 
@@ -418,6 +447,26 @@ class GRPOTrainer:
     def _rewind_token_shift(self) -> None:
         """Drop ``token_shift.jsonl`` rows of updates after the current step: they will be measured again."""
         rewind_jsonl(self.token_shift_path, lambda row: row.get("step", self.step + 1) <= self.step)
+
+
+def _sampler_log_ratios(mb: list[Rollout], learner_logp: torch.Tensor) -> torch.Tensor:
+    """log π_learner − log π_sampler of every completion token of ``mb`` (flat): the two engines' gap."""
+    return torch.cat([learner_logp[i, : len(r.sampler_logp)].float() - torch.tensor(r.sampler_logp)
+                      for i, r in enumerate(mb)])
+
+
+def mismatch_stats(log_ratios: list[torch.Tensor]) -> dict[str, float]:
+    """The sampler–learner gap over one learning phase's tokens, from ``log r = log π_learner − log π_sampler``
+    at each sampled token: ``mismatch_kl`` — the mean of (r − 1) − log r, an estimate of KL(sampler ‖
+    learner) per token that is never negative (Schulman's k3) — and the importance weight r's 1st, 50th
+    and 99th percentiles. Empty when the learner's own model sampled."""
+    if not log_ratios:
+        return {}
+    lr = torch.cat(log_ratios).double()
+    r = lr.exp()
+    q = torch.quantile(r, torch.tensor([0.01, 0.5, 0.99], dtype=torch.float64)).tolist()
+    return {"mismatch_kl": float(((r - 1) - lr).mean()), "is_weight_p01": q[0], "is_weight_p50": q[1],
+            "is_weight_p99": q[2]}
 
 
 def _mean(values: list[float]) -> float:
