@@ -114,7 +114,7 @@ def accuracy_with_se(p: float, n: int) -> str:
     and 100% the formula gives 0, which is no error bar: the count is printed instead, and says so."""
     se = standard_error(p, n)
     if p in (0.0, 1.0):
-        return f"{100 * p:.1f}% ({round(p * n)} of {n}; √(p(1−p)/n) = 0 at the ends, not an error bar)"
+        return f"{100 * p:.1f}% ({round(p * n)} of {n}: no error bar from √(p(1−p)/n) here)"
     return f"{100 * p:.1f}% ± {se:.1f} points"
 
 
