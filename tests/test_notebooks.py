@@ -94,6 +94,14 @@ def check_04(m):
     assert clip[0] == 0.0 and max(clip) > 0.0
     gain, lo, hi = m["gain_paired_points"]  # the paired gain is the accuracy gain, with its interval around it
     assert math.isclose(gain, 100 * (m["accuracy_after"] - m["accuracy_before"]), abs_tol=1e-9) and lo <= gain <= hi
+    # the trained policy, kept (section 8): the base, chapter 3's adapter merged into it, this run's LoRA on top
+    policy = m["policy"]
+    assert policy["adapters"][0] == str(Path(m["sft_adapter"]).resolve()) and len(policy["adapters"]) == 2
+    assert policy["adapters"][1].endswith("/grpo_run/policy") and policy["dtype"] in ("float32", "bfloat16")
+    for folder in (policy["base"], *policy["adapters"]):
+        assert Path(folder).is_absolute() and Path(folder).is_dir(), folder
+    assert (Path(policy["adapters"][1]) / "adapter_model.safetensors").is_file()
+    assert m["policy_reload_max_abs_diff"] < 1e-5, "transformers + PEFT alone must rebuild the policy the run ended with"
     assert len(m["own_loop"]) == 2
     # the probes across the run: recorded at step 0, every probe_every steps and at the end
     assert m["probe_checkpoints"] == 1 + m["steps"] // m["probe_every"] + (m["steps"] % m["probe_every"] > 0)
