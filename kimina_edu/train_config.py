@@ -129,11 +129,12 @@ class TrainConfig:
         Sized for a 2-core CPU, where one step of 48 completions costs most of a minute: a few
         steps, each as large as the time allows (B = 8 questions × G = 6), 96 new tokens (chapter
         3's evaluation length: the warm-up's answers end well before it), one optimizer step per
-        batch, ``balance_answers`` (half "Yes" questions, half "No" in every step) and the collapse
-        guard. Measurements behind each choice: benchmarks/README.md ("SmolLM2, chapter 4").
+        batch over minibatches of two whole groups (each prompt run once for its six completions:
+        :meth:`~kimina_edu.trainer.GRPOTrainer.minibatch_order`), ``balance_answers`` (half "Yes"
+        questions, half "No" in every step) and the collapse guard. Measurements behind each choice: benchmarks/README.md ("SmolLM2, chapter 4").
         """
         base = dict(steps=12, eval_every=0, questions_per_batch=8, group_size=6, max_new_tokens=96,
-                    buffer_size=48, minibatch_size=8, grad_accum=6, epochs=1, lr=2e-5, loss_type="grpo",
+                    buffer_size=48, minibatch_size=12, grad_accum=4, epochs=1, lr=2e-5, loss_type="grpo",
                     scale="group", eps_high=0.28, balance_answers=True, guard_window=4, guard_drop=0.15)
         base.update(overrides)
         return cls(**base)

@@ -75,6 +75,15 @@ class GRPOTrainer:
         # beside log.jsonl, whose rows stay flat numbers for the curves that read every key
         self.token_shift_path = self.output_dir / TOKEN_SHIFT_FILE
 
+    def path_line(self) -> str:
+        """One line: the arithmetic the sampler and learner run (:mod:`kimina_edu.precision`), the sampler and
+        its batch."""
+        from kimina_edu.precision import path_line
+
+        cfg = self.cfg
+        return (f"{path_line(arithmetic_bound(self.model), str(self.model.device.type))}; sampler: {self.backend.name}, "
+                f"{cfg.questions_per_batch} questions × {cfg.group_size} samples, ≤ {cfg.max_new_tokens} new tokens")
+
     # ---- experience collection
     @torch.no_grad()
     def collect_experience(self) -> tuple[list[Rollout], dict[str, float]]:
