@@ -71,7 +71,7 @@ def timed_steps(base, adapter, cfg: TrainConfig, entries, steps: int, path: str)
         rows.append(trainer.train_step())
     seconds = time.perf_counter() - start
     rollouts = steps * cfg.questions_per_batch * cfg.group_size
-    mean = lambda key: sum(r.get(key, 0.0) for r in rows) / len(rows)  # noqa: E731
+    mean = lambda key: sum(r.get(key, 0.0) for r in rows) / len(rows)
     return {"path": path, "bf16": trainer.bf16, "rollouts": rollouts, "seconds": round(seconds, 1),
             "rollouts_per_min": round(60 * rollouts / seconds, 1), "completion_length": round(mean("completion_length"), 1),
             "gen_tokens_per_s": round(mean("gen_tokens_per_s"), 1),
