@@ -75,6 +75,8 @@ def check_03(m):
     assert m["model"] == "pocket" and m["n_eval"] == 40 and m["n_sft"] == 64
     assert m["sft_format_rate"] > m["baseline_format_rate"], "SFT must raise the format rate"
     assert m["teacher"].startswith("rule-based")
+    gain, lo, hi = m["sft_gain_paired_points"]  # SFT's gain, paired over the same questions: the accuracy gain, interval
+    assert math.isclose(gain, 100 * (m["sft_accuracy"] - m["baseline_accuracy"]), abs_tol=1e-9) and lo <= gain <= hi
     look = m["smollm2_zero_shot"]  # the real SmolLM2 (make smollm2, linked into the test cache) beside the pocket model
     assert look is not None and look["n"] == 3, "chapter 3 must show the real SmolLM2's zero-shot answers"
     assert look["format_rate"] <= 1 / 3, "the prose says untouched SmolLM2 almost never writes the format"
@@ -128,6 +130,9 @@ def check_05(m):
         assert 0.0 <= m[key] <= 1.0 if key != "n_eval" else m[key] == 40
     # SMOKE takes make course's branch: TRL runs the first half of chapter 4's steps, compared at that step
     assert m["compare_step"] == m["trl_steps"] == 3 and m["whole_run"] is False and m["compare_n_eval"] == 40
+    # no chapter 4 beside it: ours ran here, so TRL − ours is paired over the same questions
+    diff, lo, hi = m["trl_minus_ours_paired_points"]
+    assert math.isclose(diff, 100 * (m["trl_accuracy_after"] - m["scratch_accuracy_after"]), abs_tol=1e-9) and lo <= diff <= hi
     assert m["variant_length_range"]["grpo"][0] is not None
 
 
