@@ -31,7 +31,7 @@ from kimina_edu.eval import eval_questions
 from kimina_edu.lora import lora_config
 from kimina_edu.models import load_policy
 from kimina_edu.sft import SFTRecipe, ensure_sft_adapter
-from kimina_edu.tasks import held_out, syllogism_parts
+from kimina_edu.tasks import claim_balanced, held_out
 from kimina_edu.train_config import TrainConfig
 from kimina_edu.trainer import GRPOTrainer
 
@@ -43,19 +43,6 @@ def _value(text: str):
         except ValueError:
             pass
     return text
-
-
-def claim_balanced(entries: list[dict]) -> list[dict]:
-    """``entries`` with each premise pair's majority verdict subsampled to its minority's count (in
-    order; pairs with one verdict only are dropped): a pool on which ignoring the claim pays nothing."""
-    by: dict[tuple, list[dict]] = {}
-    for e in entries:
-        by.setdefault((syllogism_parts(e)[0], bool(e["metadata"]["is_valid"])), []).append(e)
-    keep = set()
-    for (pair, valid), group in by.items():
-        n = min(len(group), len(by.get((pair, not valid), [])))
-        keep.update(id(e) for e in group[:n])
-    return [e for e in entries if id(e) in keep]
 
 
 def main(name: str, *pairs: str) -> None:

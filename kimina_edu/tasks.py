@@ -135,6 +135,20 @@ def restates_claim(completion: str, entry: dict[str, Any]) -> bool:
     return said.strip() == claim
 
 
+def claim_balanced(entries: list[dict]) -> list[dict]:
+    """``entries`` with each premise pair's majority verdict subsampled to its minority's count (in
+    order; pairs with one verdict only are dropped): questions on which ignoring the claim scores 50%,
+    so accuracy above that needs the claim read (about half of the held-out questions)."""
+    by: dict[tuple, list[dict]] = {}
+    for e in entries:
+        by.setdefault((syllogism_parts(e)[0], bool(e["metadata"]["is_valid"])), []).append(e)
+    keep = set()
+    for (pair, valid), group in by.items():
+        n = min(len(group), len(by.get((pair, not valid), [])))
+        keep.update(id(e) for e in group[:n])
+    return [e for e in entries if id(e) in keep]
+
+
 def claim_read_rate(completions: list[str], entries: list[dict[str, Any]]) -> float:
     """The share of ``completions`` (one per entry, in order) that restate their entry's claim right."""
     return sum(map(restates_claim, completions, entries)) / max(len(entries), 1)

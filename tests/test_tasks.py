@@ -58,3 +58,13 @@ def test_claim_read_rate_is_the_share_of_right_restatements():
     e = _syllogism("All dogs are cats", "All cats are birds", "All dogs are birds", True)
     assert claim_read_rate(["Claim is all A C.", "Claim is some A C.", ""], [e, e, e]) == pytest.approx(1 / 3)
     assert claim_read_rate([], []) == 0.0
+
+
+def test_on_the_claim_balanced_questions_ignoring_the_claim_scores_one_half():
+    from kimina_edu.tasks import claim_balanced, held_out, premises_only_accuracy
+
+    questions = held_out("syllogism", 400)
+    balanced = claim_balanced(questions)
+    assert 150 < len(balanced) < 400 and premises_only_accuracy(questions, questions) > 0.7
+    assert premises_only_accuracy(balanced, balanced) == 0.5
+    assert sum(e["answer"] == "Yes" for e in balanced) * 2 == len(balanced)
