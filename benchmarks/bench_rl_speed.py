@@ -151,8 +151,20 @@ def main() -> int:
         runs.append(timed_steps(base, adapter, course, entries, args.steps, "auto"))
     record = {"calibration": calibration, "bf16_unit": unit, "gemm_gflops_1024_rows": rates, "runs": runs}
     fast = runs[-1]
-    limit = rates["bf16" if fast["bf16"] else "fp32"] * 1e9 / (2 * PARAMS)
+    rate = rates["bf16" if fast["bf16"] else "fp32"] * 1e9
+    limit = rate / (2 * PARAMS)
     record["sampler_share_of_gemm_limit"] = round(fast["gen_tokens_per_s"] / limit, 3)
+    # the most rollouts a minute this box's big-GEMM rate allows at this completion length, counting only the
+    # weights' matmuls: sampling runs each completion token once; the learner runs each completion token and its
+    # share of the prompt (run once per group) forward, and backward again through the frozen weights (the
+    # input gradient; LoRA's own are small)
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(base)
+    prompt = sum(len(p) for p in encode_prompts(tok, [chat_prompt(tok, e["question"]) for e in entries[:50]])) / 50
+    per_rollout = 2 * PARAMS * (fast["completion_length"] + 2 * (fast["completion_length"] + prompt / course.group_size))
+    record["rollouts_per_min_gemm_limit"] = round(60 * rate / per_rollout, 1)
+    record["prompt_tokens"] = round(prompt, 1)
     if unit:
         os.environ[precision.ENV] = "auto"
         model, tok = load_policy(base, adapter=adapter, verbose=False)
