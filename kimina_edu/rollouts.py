@@ -309,10 +309,15 @@ class TransformersBackend:
 
         A small model's merged copy is kept between steps and refreshed in place (:func:`refresh_merged`:
         the same sums ``merge_and_unload`` writes, bit for bit) — copying the whole model every step cost
-        the pocket model's step ~7% of its time; a large model's copy is made each step and dropped by
-        :meth:`release`, so that it does not sit in memory while the policy learns."""
+        the pocket model's step ~7% of its time. A large model the plain-torch decoder runs is read as it
+        is (:meth:`kimina_edu.smalldecode.SmallLlama.from_model` computes its weights); another large
+        model's copy is made each step and dropped by :meth:`release`, so that it does not sit in memory
+        while the policy learns."""
         if not hasattr(model, "peft_config"):
             self._sampler = model.eval()
+            return
+        if arithmetic_bound(model) and smalldecode.supported(model) is None:
+            self._sampler = model  # the plain-torch decoder reads what the policy computes itself: no copy
             return
         if self._kept is not None and self._kept[0] is model and refresh_merged(self._kept[1], model):
             self._sampler = self._kept[1]

@@ -158,3 +158,37 @@ def test_minibatches_of_a_multiple_of_the_group_hold_whole_groups_and_draw_as_a_
     assert grouped.data_rng.getstate() == plain.data_rng.getstate()  # the next questions drawn do not change
     shuffled = plain.minibatch_order(buffer)
     assert len({tuple(buffer[i].prompt_ids) for i in shuffled[:8]}) > 2
+
+
+@pytest.mark.skipif(not HAS_BF16, reason="this CPU has no bf16 matrix unit: the bf16 path does not run here")
+def test_the_gap_stays_small_once_the_adapter_has_moved(smollm2_policy, monkeypatch):
+    """The sampler rounds base + adapter, summed, to bf16; the learner (autocast) rounds each on its own. With
+    every adapter's delta at 0.5% of its weight, as after some training, the gap stays bf16 rounding."""
+    import copy
+
+    from peft import get_peft_model
+
+    from kimina_edu.lora import lora_config
+
+    monkeypatch.delenv(precision.ENV, raising=False)
+    base, tok = smollm2_policy
+    policy = get_peft_model(copy.deepcopy(base), lora_config())
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for module in policy.modules():
+            if hasattr(module, "lora_B") and "default" in module.lora_B:
+                w, a = module.base_layer.weight, module.lora_A["default"].weight
+                b = torch.randn(module.lora_B["default"].weight.shape, generator=gen)
+                delta = (b @ a) * module.scaling["default"]
+                module.lora_B["default"].weight.copy_(b * 0.005 * w.norm() / delta.norm())
+    backend = TransformersBackend()
+    backend.load_policy(policy)
+    entries = make_entries("syllogism", 2, SEEDS["rl"])
+    prompts = encode_prompts(tok, [chat_prompt(tok, e["question"]) for e in entries])
+    torch.manual_seed(0)
+    out = backend.generate(tok, prompts, SamplingSettings(max_new_tokens=24, temperature=0.7, top_p=0.95, n=2))
+    rollouts = [Rollout(prompts[i // 2], c, [], 0.0, 0.0, False) for i, c in enumerate(out.completion_ids)]
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):  # as the trainer's learner scores
+        learner, _ = completion_logprobs(policy, rollouts, tok.pad_token_id)
+    log_r = torch.cat([learner[i, : len(lp)].float() - torch.tensor(lp) for i, lp in enumerate(out.sampler_logp)])
+    assert mismatch_stats([log_r])["mismatch_kl"] < 0.005
