@@ -1,0 +1,95 @@
+"""One SmolLM2 arc on a CPU — a warm-up, GRPO, and the held-out gain paired over the same questions — for
+trying warm-ups and GRPO settings (not part of `make bench`: tens of minutes a run).
+
+    python benchmarks/arc_smollm2.py NAME [sft_KEY=VALUE ...] [n_eval=400] [KEY=VALUE ...]
+
+``sft_KEY=VALUE`` overrides a field of ``SFTRecipe.preset("smollm2")`` (``sft_epochs=1``: a warm-up of one
+epoch; the adapter is cached by recipe); any other ``KEY=VALUE`` a field of ``TrainConfig.preset("smollm2")``.
+Held-out greedy accuracy and format on ``n_eval`` questions before and after GRPO, the paired gain with its
+95% interval (``record.paired_gain``), the same on the claim-balanced part (``tasks.claim_balanced``: where
+ignoring the claim scores 50%); the per-step log in runs/arc/NAME/log.jsonl, the trained LoRA in
+runs/arc/NAME/policy, a summary line at the end (also runs/arc/NAME/summary.json).
+``KIMINA_EDU_PRECISION=fp32`` runs the fp32 path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from kimina_edu.eval import evaluate_policy
+from kimina_edu.lora import lora_config
+from kimina_edu.models import load_policy
+from kimina_edu.record import paired_gain
+from kimina_edu.rewards import correctness_reward, extract_answer, format_reward
+from kimina_edu.runtime import calibration_line
+from kimina_edu.sft import SFTRecipe, ensure_sft_adapter
+from kimina_edu.tasks import claim_balanced, held_out
+from kimina_edu.train_config import TrainConfig
+from kimina_edu.trainer import GRPOTrainer
+
+
+def _value(text: str):
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def main(name: str, *pairs: str) -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    args = {k: _value(v) for k, v in (p.split("=", 1) for p in pairs)}
+    sft_args = {k.removeprefix("sft_"): args.pop(k) for k in list(args) if k.startswith("sft_")}
+    n_eval = args.pop("n_eval", 400)
+    print(calibration_line(), flush=True)
+    start = time.perf_counter()
+    base, adapter = ensure_sft_adapter("smollm2", recipe=SFTRecipe.preset("smollm2", **sft_args))
+    entries = held_out("syllogism", n_eval)
+    balanced = {id(e) for e in claim_balanced(entries)}
+
+    def scores(model, tok):
+        out = evaluate_policy(model, tok, entries, max_new_tokens=96, keep_completions=True, progress=False)
+        right = [correctness_reward(extract_answer(t), e) for t, e in zip(out["completions"], entries)]
+        return right, sum(map(format_reward, out["completions"])) / len(entries)
+
+    cfg = TrainConfig.preset("smollm2", **args)
+    model, tok = load_policy(base, adapter=adapter, lora=lora_config(), seed=cfg.seed, verbose=False)
+    before, format_before = scores(model, tok)
+    print(f"warm-up: accuracy {sum(before) / n_eval:.3f}, format {format_before:.3f} "
+          f"({time.perf_counter() - start:.0f} s)", flush=True)
+    out = Path("runs/arc") / name
+    shutil.rmtree(out, ignore_errors=True)
+    trainer = GRPOTrainer(model, tok, cfg, output_dir=out, progress=False)
+    print(trainer.path_line(), flush=True)
+    grpo_start = time.perf_counter()
+
+    def report(r):
+        print(f"step {r['step']} {time.perf_counter() - grpo_start:.0f} s reward {r['reward_mean']:.2f} "
+              f"correct {r['correct']:.2f} no-signal groups {r['frac_zero_std_groups']:.2f} "
+              f"length {r['completion_length']:.0f} gap {r.get('mismatch_kl', float('nan')):.4f}", flush=True)
+
+    log = trainer.train(report)
+    grpo_seconds = time.perf_counter() - grpo_start
+    model.save_pretrained(out / "policy")
+    after, format_after = scores(model, tok)
+    on_balanced = [(b, a) for (b, a), e in zip(zip(before, after), entries) if id(e) in balanced]
+    summary = {"name": name, "sft": sft_args, "config": args, "questions": n_eval,
+               "before": sum(before) / n_eval, "after": sum(after) / n_eval,
+               "gain_points": paired_gain(before, after), "format_before": format_before, "format_after": format_after,
+               "balanced_questions": len(on_balanced),
+               "balanced_gain_points": paired_gain([b for b, _ in on_balanced], [a for _, a in on_balanced]),
+               "steps": len(log), "rollouts": len(log) * cfg.questions_per_batch * cfg.group_size,
+               "grpo_seconds": round(grpo_seconds), "total_seconds": round(time.perf_counter() - start),
+               "path": trainer.path_line()}
+    (out / "summary.json").write_text(json.dumps(summary))
+    print(json.dumps(summary), flush=True)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
