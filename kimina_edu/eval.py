@@ -80,6 +80,11 @@ def in_run_questions(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 # before are then not reused. 2: keyed by the weights the policy computes with (the base inside
 # ``disable_adapter()``), not by its adapters' merged sums whatever their state.
 EVAL_CACHE_VERSION = 2
+# greedy evaluation multiplies in fp32 on every CPU: with bf16 matrices SmolLM2's greedy answers after a
+# one-epoch warm-up scored 3.25 points lower on the same 400 held-out questions (95% interval −5.4 to −1.1;
+# 90 of 400 answers written differently; benchmarks/LOG.md, 2026-12-06). Sampling keeps bf16: there the
+# gap is measured and corrected every step (kimina_edu.trainer).
+EVAL_MATMUL = "float32"
 
 
 def _digest_tensors(digest, pairs) -> None:
@@ -109,9 +114,6 @@ def evaluation_key(model, tok, entries: list[dict[str, Any]], max_new_tokens: in
 
     from kimina_edu import smalldecode
     from kimina_edu.merged_weights import effective_weights
-    from kimina_edu.precision import matmul_dtype
-    from kimina_edu.rollouts import arithmetic_bound
-
     merged = smalldecode.supported(model) is None
     raw = not merged and hasattr(model, "peft_config")
     # model.generate reads settings the call does not pass (repetition_penalty…) from the model's own config
@@ -123,8 +125,7 @@ def evaluation_key(model, tok, entries: list[dict[str, Any]], max_new_tokens: in
               "tokenizer": [sorted(vocab.items()) if vocab else None, getattr(tok, "eos_token_id", None),
                             getattr(tok, "pad_token_id", None), getattr(tok, "chat_template", None)],
               "max_new_tokens": max_new_tokens, "batch_size": batch_size, "threads": torch.get_num_threads(),
-              # bf16 matrices can flip a greedy token: the decoder's dtype is part of what was evaluated
-              "decoder": f"merged weights, {matmul_dtype(arithmetic_bound(model))}" if merged else "model forward",
+              "decoder": f"merged weights, {EVAL_MATMUL}" if merged else "model forward",
               "adapters_off": _adapters_off(model) if raw else None, "generation_config": generation_settings,
               "entries": entries}
     digest.update(json.dumps(header, sort_keys=True, default=str).encode())
@@ -195,6 +196,7 @@ def evaluate_policy(model, tok, entries: list[dict[str, Any]], *, max_new_tokens
 
 def _evaluate(model, tok, entries: list[dict[str, Any]], *, max_new_tokens: int, batch_size: int,
               progress: bool) -> dict[str, Any]:
+    import torch
     from tqdm.auto import tqdm
 
     from kimina_edu.rewards import correctness_reward, extract_answer, format_reward
@@ -204,7 +206,8 @@ def _evaluate(model, tok, entries: list[dict[str, Any]], *, max_new_tokens: int,
     samples, texts = [], []
     for i in tqdm(range(0, len(entries), batch_size), desc="evaluate", disable=not progress):
         chunk = entries[i : i + batch_size]
-        _, completions = generate(model, tok, [chat_prompt(tok, e["question"]) for e in chunk], max_new_tokens=max_new_tokens)
+        _, completions = generate(model, tok, [chat_prompt(tok, e["question"]) for e in chunk], max_new_tokens=max_new_tokens,
+                                  matmul_dtype=getattr(torch, EVAL_MATMUL))
         for entry, ids in zip(chunk, completions):
             text = tok.decode(ids, skip_special_tokens=True)
             correct += correctness_reward(extract_answer(text), entry)

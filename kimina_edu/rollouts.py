@@ -111,23 +111,25 @@ def trim_completion(row: list, eos_id: int | None, pad_id: int | None, key=None)
     return [x for x, t in zip(row, ids) if t != pad_id]
 
 
-def generate_ids(model, tok, prompt_ids: list[list[int]], settings: SamplingSettings) -> list[list[int]]:
+def generate_ids(model, tok, prompt_ids: list[list[int]], settings: SamplingSettings,
+                 matmul_dtype=None) -> list[list[int]]:
     """One batched, KV-cached ``model.generate`` call from token ids; completions prompt-major.
 
     Prompts are left-padded here (whatever the tokenizer's side) so every row's next token sits
     in the last column; ``generate`` derives position ids from the attention mask.
     """
-    return sample_ids(model, tok, prompt_ids, settings).completion_ids
+    return sample_ids(model, tok, prompt_ids, settings, matmul_dtype).completion_ids
 
 
-def sample_ids(model, tok, prompt_ids: list[list[int]], settings: SamplingSettings) -> Generation:
+def sample_ids(model, tok, prompt_ids: list[list[int]], settings: SamplingSettings, matmul_dtype=None) -> Generation:
     """:func:`generate_ids`, returning a :class:`Generation`. Where the plain-torch decoder runs its
     matrices in bf16 (:mod:`kimina_edu.precision`), it computes differently from the fp32 learner, so the
     result also holds each sampled token's log-prob under softmax(logits / ``settings.logp_temperature``)
-    as the sampler computed it: the trainer measures and corrects that gap, as it does vLLM's."""
+    as the sampler computed it: the trainer measures and corrects that gap, as it does vLLM's.
+    ``matmul_dtype``: ``torch.float32`` forces the fp32 path (greedy evaluation: :mod:`kimina_edu.eval`)."""
     import torch
 
-    from kimina_edu.precision import matmul_dtype
+    from kimina_edu import precision
 
     if not prompt_ids or any(not row for row in prompt_ids):
         raise ValueError("generate_ids needs at least one prompt, each with at least one token")
@@ -142,7 +144,7 @@ def sample_ids(model, tok, prompt_ids: list[list[int]], settings: SamplingSettin
     large = arithmetic_bound(model)
     prompts = [list(p) for p in prompt_ids]
     if smalldecode.supported(model) is None:
-        dtype = matmul_dtype(large)
+        dtype = matmul_dtype or precision.matmul_dtype(large)
         decoder = smalldecode.SmallLlama.from_model(model, dtype)
         bf16 = dtype != torch.float32
         rows = decoder.decode(ids, attn, settings, tok.eos_token_id, share_prefix=large, drop_finished=large,
@@ -260,12 +262,14 @@ def decode_dropping_finished(model, ids, attn, settings: SamplingSettings, eos_i
 
 
 def generate(model, tok, prompts: list[str], *, max_new_tokens: int, temperature: float = 0.0,
-             top_p: float = 1.0, min_p: float = 0.0, num_return_sequences: int = 1, seed: int | None = None):
+             top_p: float = 1.0, min_p: float = 0.0, num_return_sequences: int = 1, seed: int | None = None,
+             matmul_dtype=None):
     """One batched, KV-cached ``generate`` call over many prompt texts (notebooks, evaluation).
 
     Returns ``(prompt_ids, completion_ids)``: per-sequence token lists (padding removed),
     completions ordered prompt-major (all samples of prompt 0 first). Greedy when
-    ``temperature == 0``. ``seed`` re-seeds torch's global generator first.
+    ``temperature == 0``. ``seed`` re-seeds torch's global generator first. ``matmul_dtype``: as
+    :func:`sample_ids`.
     """
     import torch
 
@@ -274,7 +278,7 @@ def generate(model, tok, prompts: list[str], *, max_new_tokens: int, temperature
     settings = SamplingSettings(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, min_p=min_p,
                                 n=num_return_sequences)
     prompt_ids = encode_prompts(tok, prompts)
-    return prompt_ids, generate_ids(model, tok, prompt_ids, settings)
+    return prompt_ids, generate_ids(model, tok, prompt_ids, settings, matmul_dtype)
 
 
 def _merged_copy(model):

@@ -192,3 +192,36 @@ def test_the_gap_stays_small_once_the_adapter_has_moved(smollm2_policy, monkeypa
         learner, _ = completion_logprobs(policy, rollouts, tok.pad_token_id)
     log_r = torch.cat([learner[i, : len(lp)].float() - torch.tensor(lp) for i, lp in enumerate(out.sampler_logp)])
     assert mismatch_stats([log_r])["mismatch_kl"] < 0.005
+
+
+def test_greedy_evaluation_multiplies_in_fp32_where_sampling_takes_bf16(monkeypatch):
+    from kimina_edu import eval as evaluation
+    from kimina_edu import rollouts
+
+    monkeypatch.delenv(precision.ENV, raising=False)
+    monkeypatch.setattr(precision, "bf16_units", lambda: "AVX512-BF16")
+    monkeypatch.setattr(rollouts, "ARITHMETIC_BOUND_PARAMS", 0)  # the pocket model, treated as a large one
+    built = []
+    real = smalldecode.SmallLlama.from_model
+    monkeypatch.setattr(smalldecode.SmallLlama, "from_model",
+                        classmethod(lambda cls, m, dtype=None: built.append(dtype) or real(m, dtype)))
+    model, tok = load_policy("pocket", recipe=SMOKE, verbose=False)
+    entries = make_entries("syllogism", 2, SEEDS["eval"])
+    evaluation.evaluate_policy(model, tok, entries, max_new_tokens=4, progress=False, cache=False)
+    assert built == [torch.float32]
+    prompts = encode_prompts(tok, [chat_prompt(tok, e["question"]) for e in entries])
+    sample_ids(model, tok, prompts, SamplingSettings(max_new_tokens=4, temperature=0.7, n=2))
+    assert built[-1] == torch.bfloat16
+
+
+@pytest.mark.skipif(not HAS_BF16, reason="this CPU has no bf16 matrix unit: the bf16 path does not run here")
+def test_a_bf16_heads_largest_logits_are_taken_again_in_fp32():
+    model, _ = load_policy("pocket", recipe=SMOKE, verbose=False)
+    decoder = smalldecode.SmallLlama.from_model(model, torch.bfloat16)
+    h = torch.randn(3, decoder.head_rows.shape[1])
+    logits = decoder._logits(h)
+    exact = h @ decoder.head_rows.t()
+    top = exact.topk(8, dim=-1).indices
+    # the candidates: fp32 to its rounding (bf16's step at these sizes is ~0.01), the tail: bf16's
+    torch.testing.assert_close(logits.gather(1, top), exact.gather(1, top), atol=1e-5, rtol=0)
+    assert (logits - exact).abs().max() > 1e-3
