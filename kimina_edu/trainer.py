@@ -76,13 +76,8 @@ class GRPOTrainer:
         self.token_shift_path = self.output_dir / TOKEN_SHIFT_FILE
 
     def path_line(self) -> str:
-        """One line: the arithmetic the sampler and learner run (:mod:`kimina_edu.precision`), the sampler and
-        its batch."""
-        from kimina_edu.precision import path_line
-
-        cfg = self.cfg
-        return (f"{path_line(arithmetic_bound(self.model), str(self.model.device.type))}; sampler: {self.backend.name}, "
-                f"{cfg.questions_per_batch} questions × {cfg.group_size} samples, ≤ {cfg.max_new_tokens} new tokens")
+        """:func:`path_line` for this trainer's model, settings and sampler."""
+        return path_line(self.model, self.cfg, self.backend.name)
 
     # ---- experience collection
     @torch.no_grad()
@@ -458,6 +453,16 @@ class GRPOTrainer:
         rewind_jsonl(self.token_shift_path, lambda row: row.get("step", self.step + 1) <= self.step)
 
 
+def path_line(model, cfg: TrainConfig, sampler: str = TransformersBackend.name) -> str:
+    """One line: the arithmetic the sampler and learner run on this machine and why (:mod:`kimina_edu.precision`),
+    the sampler, and its batch."""
+    from kimina_edu.precision import path_line as arithmetic
+
+    return (f"{arithmetic(arithmetic_bound(model), str(model.device.type))}; sampler: {sampler}, "
+            f"{cfg.questions_per_batch} questions × {cfg.group_size} samples, ≤ {cfg.max_new_tokens} new tokens; "
+            "greedy evaluation: fp32")
+
+
 def _sampler_log_ratios(mb: list[Rollout], learner_logp: torch.Tensor) -> torch.Tensor:
     """log π_learner − log π_sampler of every completion token of ``mb`` (flat): the two engines' gap."""
     return torch.cat([learner_logp[i, : len(r.sampler_logp)].float() - torch.tensor(r.sampler_logp)
@@ -506,4 +511,4 @@ def read_log(path: str | Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-__all__ = ["GRPOTrainer", "read_log", "reward_at_ends", "signal_exhausted"]
+__all__ = ["GRPOTrainer", "path_line", "read_log", "reward_at_ends", "signal_exhausted"]
