@@ -13,7 +13,7 @@
   tokens/s against what that rate allows (2 × 134.5 M FLOP a token).
 - **Equal quality**: the bf16 sampler's per-token KL to the fp32 model over the whole vocabulary (mean,
   99th percentile) on greedy answers, and greedy held-out accuracy bf16 vs fp32 on the same questions
-  with the paired 95% interval of the difference.
+  with the paired 95% interval of the difference (the course evaluates in fp32 whatever this shows).
 
 Prints one JSON line like every bench script; the full record goes to runs/bench_rl_speed.json.
 """
@@ -30,14 +30,13 @@ from pathlib import Path
 import torch
 
 from kimina_edu import precision, smalldecode
-from kimina_edu.eval import evaluate_policy
 from kimina_edu.lora import lora_config
 from kimina_edu.models import load_policy
 from kimina_edu.record import paired_gain
 from kimina_edu.rewards import correctness_reward, extract_answer
-from kimina_edu.rollouts import SamplingSettings, chat_prompt, encode_prompts
+from kimina_edu.rollouts import SamplingSettings, chat_prompt, encode_prompts, generate
 from kimina_edu.runtime import cpu_calibration
-from kimina_edu.sft import ensure_sft_adapter
+from kimina_edu.sft import SFTRecipe, ensure_sft_adapter
 from kimina_edu.tasks import SEEDS, held_out, make_entries
 from kimina_edu.train_config import TrainConfig
 from kimina_edu.trainer import GRPOTrainer
@@ -114,26 +113,31 @@ def sampler_kl(model, tok, n_prompts: int = 8, new: int = 48) -> dict:
 
 
 def greedy_pair(model, tok, n: int) -> dict:
-    """Greedy held-out accuracy with bf16 and with fp32 matrices, per question, paired."""
+    """Greedy held-out accuracy with bf16 and with fp32 matrices, per question, paired (the evaluation the
+    course runs is fp32: ``kimina_edu.eval.EVAL_MATMUL``; this measures what bf16 would change)."""
     entries = held_out("syllogism", n)
-    scores, seconds = {}, {}
-    for path in ("bf16", "fp32"):
-        os.environ[precision.ENV] = path
+    prompts = [chat_prompt(tok, e["question"]) for e in entries]
+    scores, texts, seconds = {}, {}, {}
+    for name, dtype in (("bf16", torch.bfloat16), ("fp32", torch.float32)):
         start = time.perf_counter()
-        out = evaluate_policy(model, tok, entries, max_new_tokens=96, keep_completions=True, progress=False,
-                              cache=False)
-        seconds[path] = round(time.perf_counter() - start, 1)
-        scores[path] = [correctness_reward(extract_answer(t), e) for t, e in zip(out["completions"], entries)]
+        completions = []
+        for k in range(0, n, 100):
+            completions += generate(model, tok, prompts[k : k + 100], max_new_tokens=96, matmul_dtype=dtype)[1]
+        seconds[name] = round(time.perf_counter() - start, 1)
+        texts[name] = tok.batch_decode(completions, skip_special_tokens=True)
+        scores[name] = [correctness_reward(extract_answer(t), e) for t, e in zip(texts[name], entries)]
     gain, low, high = paired_gain(scores["fp32"], scores["bf16"])
     return {"questions": n, "accuracy_bf16": sum(scores["bf16"]) / n, "accuracy_fp32": sum(scores["fp32"]) / n,
             "bf16_minus_fp32_points": [round(gain, 2), round(low, 2), round(high, 2)], "seconds": seconds,
-            "answers_that_differ": sum(a != b for a, b in zip(scores["bf16"], scores["fp32"]))}
+            "answers_that_differ": sum(a != b for a, b in zip(scores["bf16"], scores["fp32"])),
+            "texts_that_differ": sum(a != b for a, b in zip(texts["bf16"], texts["fp32"]))}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--questions", type=int, default=200)
+    parser.add_argument("--sft-epochs", type=int, default=None, help="the warm-up's epochs (default: chapter 3's)")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     calibration = cpu_calibration()
@@ -141,7 +145,8 @@ def main() -> int:
     rates = {"fp32": round(gemm_rate(torch.float32), 1)}
     if unit:
         rates["bf16"] = round(gemm_rate(torch.bfloat16), 1)
-    base, adapter = ensure_sft_adapter("smollm2")
+    recipe = SFTRecipe.preset("smollm2", epochs=args.sft_epochs)
+    base, adapter = ensure_sft_adapter("smollm2", recipe=recipe)
     entries = make_entries("syllogism", 2000, SEEDS["rl"])
     course = TrainConfig.preset("smollm2", guard_window=0, shift_every=0)
     fp32_shape = dict(questions_per_batch=8, group_size=6, minibatch_size=8, grad_accum=6, buffer_size=48)
@@ -149,7 +154,8 @@ def main() -> int:
     runs = [timed_steps(base, adapter, old, entries, args.steps, "fp32")]
     if unit:
         runs.append(timed_steps(base, adapter, course, entries, args.steps, "auto"))
-    record = {"calibration": calibration, "bf16_unit": unit, "gemm_gflops_1024_rows": rates, "runs": runs}
+    record = {"calibration": calibration, "bf16_unit": unit, "gemm_gflops_1024_rows": rates, "runs": runs,
+              "warm_up_epochs": recipe.epochs}
     fast = runs[-1]
     rate = rates["bf16" if fast["bf16"] else "fp32"] * 1e9
     limit = rate / (2 * PARAMS)
