@@ -140,11 +140,11 @@ class SmallLlama:
         return self._logits(self._rms(x[:, -1], self.norm)) if logits else None
 
     def _logits(self, h):
-        """The LM head. In bf16 a logit of ~16 is rounded to a step of 1/16, so near-tied tokens become exactly
-        tied and greedy's argmax picks the lower token id — a bias, not noise (2026-12-06: bf16 greedy 3.25
-        points below fp32 on 400 held-out questions, 95% interval −5.4 to −1.1). The rows' :data:`REFINE_K`
-        largest logits, where all the probability is, are therefore taken again in fp32 from the fp32 hidden
-        state; the rest stay bf16's."""
+        """The LM head. In bf16 a logit between 8 and 16 is rounded to a step of 1/16, so near-tied tokens
+        become exactly tied and argmax picks the lower token id — a bias, not noise (bf16 greedy answers
+        scored 3.25 points below fp32's on the same 400 held-out questions, 95% interval −5.4 to −1.1:
+        benchmarks/LOG.md, 2026-12-06). The rows' :data:`REFINE_K` largest logits, where all the probability
+        is, are therefore taken again in fp32 from the fp32 hidden state; the rest stay bf16's."""
         import torch
 
         logits = self._mm(h, self.head)
