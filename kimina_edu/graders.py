@@ -1,16 +1,19 @@
-"""Grade a learner's function against the package's, case by case, in one line.
+"""Grade a learner's function against the package's, case by case, in one verdict line.
 
 The notebooks' "stub, grade, import" cells (CONVENTIONS.md): the learner writes ``my_x`` from a stub, a
 grader cell calls :func:`grade` with the package's ``x`` and a dict of named cases, and the notebook
 goes on with ``result.function`` — the learner's function when every case matched, the package's
 otherwise. ``grade`` never raises: a stub not written yet, a wrong value, a wrong type or shape, a NaN,
 an exception inside the learner's code (a ``sys.exit()`` or any other ``BaseException`` too), even a
-mistake in the grader's own arguments, all end in one printed line that names the case, and the notebook
-carries on. Only ``KeyboardInterrupt``, the learner's own stop, stops the cell.
+mistake in the grader's own arguments, all end in one printed verdict line that names the case (and
+under it a ``  why:`` line: how many cases matched first, and which function the notebook goes on with), and
+the notebook carries on. Only ``KeyboardInterrupt``, the learner's own stop, stops the cell.
 
     graded = grade("my_extract_answer", my_extract_answer, extract_answer, extract_answer_cases())
     ✓ my_extract_answer matches the package on 10 cases
     ✗ my_format_reward: case 'two answers' — expected 0.0, got 1.0 — using the package's version
+      why: my_format_reward matched 7 of 13 cases before 'two answers'; the cells below use
+      kimina_edu.rewards.format_reward until yours passes all 13  (one line, wrapped here)
 
 Values compare by kind: tensors with ``allclose`` (any dtype, any device; shape first, NaN named),
 numbers within ``atol``, everything else (strings, ``None``, bools) with ``==``; tuples, lists and dicts
@@ -428,7 +431,8 @@ def _check_arguments(name, fn, reference, cases) -> str:
 
 def grade(name: str, fn: Callable, reference: Callable, cases: Mapping[str, Any], *, atol: float = 1e-6,
           grad_atol: float | None = None, quiet: bool = False) -> GradeResult:
-    """Run ``fn`` and ``reference`` on every case; print one line; never raise (but on ``KeyboardInterrupt``).
+    """Run ``fn`` and ``reference`` on every case; print one verdict line (under a ✗, its why line); never
+    raise (but on ``KeyboardInterrupt``).
 
     ``cases`` maps a case's name to a :class:`Case`, a tuple of positional arguments, or a single argument.
     ``atol`` is the tolerance on numbers and tensors, ``grad_atol`` on gradients (default ``atol``). Each
@@ -439,7 +443,8 @@ def grade(name: str, fn: Callable, reference: Callable, cases: Mapping[str, Any]
     problem = _check_arguments(name, fn, reference, cases)
     if problem:
         return _verdict(name, False, f"✗ {problem} — using the package's version", 0,
-                        reference if callable(reference) else None, quiet)
+                        reference if callable(reference) else None, quiet,
+                        why=f"the grader ran 0 of its cases; the cells below use {_reference_name(reference)}")
     grad_atol = atol if grad_atol is None else grad_atol
     with _random_state_kept():
         for i, (case_name, case) in enumerate(cases.items()):
@@ -448,7 +453,7 @@ def grade(name: str, fn: Callable, reference: Callable, cases: Mapping[str, Any]
             line = _grade_case(name, fn, reference, case_name, case, atol, grad_atol, first=i == 0)
             if line:
                 return _verdict(name, False, line, 0 if line.startswith("✗ grader problem") else len(cases),
-                                reference, quiet)
+                                reference, quiet, why=_why(name, reference, line, i, case_name, len(cases)))
     grads = " (values and gradients)" if any(isinstance(c, Case) and c.grad_wrt for c in cases.values()) else ""
     return _verdict(name, True, f"✓ {name} matches the package on {len(cases):,} cases{grads}", len(cases), fn, quiet)
 
@@ -518,8 +523,32 @@ def _grade_case(name, fn, reference, case_name, case: Case, atol: float, grad_at
     return ""
 
 
-def _verdict(name, passed, line, n, function, quiet) -> GradeResult:
+def _reference_name(reference) -> str:
+    """The package's function as a learner would import it: ``kimina_edu.eval.pass_at_k``."""
+    name = getattr(reference, "__name__", None)
+    if not callable(reference) or not name or name.startswith("<"):
+        return "the package's function"
+    module = getattr(reference, "__module__", "")
+    return f"{module}.{name}" if module else name
+
+
+def _why(name, reference, line, index, case_name, n) -> str:
+    """The why line under a ✗ verdict, from the grading itself: how far the function got, and what the
+    notebook goes on with (kimina_edu.checks: every ✗ a learner reads comes with one)."""
+    used = _reference_name(reference)
+    if line.startswith("✗ grader problem"):
+        return f"case {index + 1} of {n} ({case_name!r}) could not be graded; the cells below use {used}"
+    if "not written yet" in line:
+        return (f"{name} raised NotImplementedError on case 1 of {n}, the stub's placeholder; the cells below "
+                f"use {used} until yours passes all {n}")
+    return (f"{name} matched {index} of {n} cases before {case_name!r}; the cells below use {used} until yours "
+            f"passes all {n}")
+
+
+def _verdict(name, passed, line, n, function, quiet, why: str = "") -> GradeResult:
     line = " ".join(line.split())  # one line, whatever the messages held
     if not quiet:
         print(line)
+        if why:  # under a ✗, the why computed from the grading (kimina_edu.checks.WHY)
+            print(f"  why: {' '.join(why.split())}")
     return GradeResult(name, passed, line, n, function)

@@ -9,7 +9,7 @@ update also gets one compact row in ``token_shift.jsonl`` beside ``log.jsonl``
 tokens of completions with A > 0 and with A < 0, the means of the answer tokens and of the rest, and
 the top movers with their text. :func:`plot_token_shift` and :func:`plot_token_shift_cumulative` draw
 those rows; :func:`explain` and :func:`explain_probes` turn a run's own numbers into ``  why:`` lines
-printed under a ✗ check, and :func:`unexplained_crosses` finds ✗ lines printed without one.
+printed under a failed check (:mod:`kimina_edu.checks`).
 """
 
 from __future__ import annotations
@@ -20,11 +20,12 @@ from pathlib import Path
 
 import numpy as np
 
+from kimina_edu.checks import WHY
+
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 TOP_K = 8  # top movers kept per update: enough to see which tokens, few enough to label
 ANSWER_TEXTS = 6  # distinct answer-token texts kept per update (the verdict's vocabulary is small)
 TOKEN_SHIFT_FILE = "token_shift.jsonl"
-WHY = "  why:"  # the prefix of an explanation line printed right under a ✗ line
 
 # ------------------------------------------------------------------ measuring
 
@@ -197,7 +198,8 @@ def explain_probes(probe_rows: list[dict], probe_tokens: Sequence[Sequence[str]]
     and the answer texts that moved most — what the probe checks' ✗ lines summed over."""
     steps = sorted({r["step"] for r in probe_rows})
     if len(steps) < 2:
-        return [f"{WHY} the probes were scored at one checkpoint only: nothing moved yet"]
+        return [(f"{WHY} the probes were scored at {len(steps)} checkpoint(s) "
+                f"({', '.join(f'step {s}' for s in steps) or 'none'}): nothing to compare a change with")]
     first = {r["probe"]: r for r in probe_rows if r["step"] == steps[0]}
     last = {r["probe"]: r for r in probe_rows if r["step"] == steps[-1]}
     split: dict[str, list[tuple[float, float]]] = {"high": [], "low": []}
@@ -221,41 +223,8 @@ def explain_probes(probe_rows: list[dict], probe_tokens: Sequence[Sequence[str]]
     if ranked:
         lines.append(f"{WHY} the answer tokens that moved most, whatever the probe's advantage: "
                      + ", ".join(f"{token_label(t)!r} {sum(v) / len(v):+.2f} (in {len(v)} probes)" for t, v in ranked))
-    return lines or [f"{WHY} no rewarded or penalised probe: the probe batch had no question with signal"]
-
-
-def unexplained_crosses(lines: str | Sequence[str]) -> list[str]:
-    """The ✗ lines of a cell's printed output that no explanation follows.
-
-    Convention: a ✗ line is one whose first non-blank character is ✗ (a check that failed); it is
-    explained when the line right after it starts with ``"  why:"`` (two spaces, then ``why:``) —
-    lines computed from the run's numbers, e.g. by :func:`explain`. Consecutive ✗ lines may share
-    the ``why:`` lines that follow the last of them. Anything else after a ✗ line (a blank line, an
-    indented remark without ``why:``, the end of the output) leaves it unexplained.
-    """
-    if isinstance(lines, str):
-        lines = lines.splitlines()
-    out, pending = [], []
-    for line in list(lines) + [""]:
-        if line.lstrip().startswith("✗"):
-            pending.append(line)
-            continue
-        if not line.startswith(WHY):
-            out.extend(pending)
-        pending = []
-    return out
-
-
-def notebook_printed_lines(notebook: dict) -> list[list[str]]:
-    """Each code cell's printed text (stdout streams) of an executed notebook's JSON, as lines — what
-    :func:`unexplained_crosses` reads, cell by cell."""
-    cells = []
-    for cell in notebook.get("cells", []):
-        text = "".join("".join(o.get("text", "")) for o in cell.get("outputs", [])
-                       if o.get("output_type") == "stream" and o.get("name") == "stdout")
-        if text:
-            cells.append(text.splitlines())
-    return cells
+    return lines or [(f"{WHY} none of the {len(first)} probes scored at step {steps[0]} and {steps[-1]} is rewarded or "
+                     "penalised: the probe batch had no question with signal")]
 
 
 # ------------------------------------------------------------------ drawing
@@ -395,5 +364,5 @@ def plot_token_shift_cumulative(records: list[dict], *, texts: int = 4):
 
 
 __all__ = ["QUANTILES", "TOKEN_SHIFT_FILE", "TOP_K", "answer_token_mask", "explain", "explain_probes",
-           "notebook_printed_lines", "plot_token_shift", "plot_token_shift_cumulative", "read_token_shift",
-           "token_label", "token_shift_record", "unexplained_crosses"]
+           "plot_token_shift", "plot_token_shift_cumulative", "read_token_shift", "token_label",
+           "token_shift_record"]

@@ -38,8 +38,9 @@ def test_not_written_yet_uses_the_package(capsys):
 
     result = grade("my_double", mine, ref_double, TENSOR_CASES)
     assert not result.passed and result.function is ref_double
-    assert capsys.readouterr().out.strip() == ("✗ my_double: not written yet (NotImplementedError) — using the "
-                                               "package's version")
+    verdict, why = capsys.readouterr().out.strip().splitlines()
+    assert verdict == "✗ my_double: not written yet (NotImplementedError) — using the package's version"
+    assert why.startswith("  why: my_double raised NotImplementedError on case 1 of 2")
 
 
 def test_wrong_shape_names_the_case():
@@ -311,8 +312,9 @@ def _custom(x):
 def test_a_stub_raising_a_base_exception_is_one_line_and_falls_back(stub, named, capsys):
     result = grade("my_double", stub, ref_double, TENSOR_CASES)
     assert not result.passed and result.function is ref_double
-    out = capsys.readouterr().out.strip()
+    out, why = capsys.readouterr().out.strip().splitlines()  # the verdict, and under it its why
     assert out == result.line and out.startswith(f"✗ my_double raised {named}") and "case 'ones'" in out, out
+    assert why.startswith("  why: my_double matched 0 of 2 cases before 'ones'"), why
     assert out.endswith("using the package's version")
 
 

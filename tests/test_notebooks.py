@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from deadlines import CELL_DEADLINE_S
 
+from kimina_edu.checks import EVERY_WHY_ENV, unexplained_in_notebook
 from kimina_edu.course import list_notebooks, run_notebook
 
 
@@ -164,7 +165,8 @@ CHECKS = {"00": check_00, "01": check_01, "02": check_02, "03": check_03, "04": 
 
 
 @pytest.mark.parametrize("notebook", list_notebooks(), ids=lambda p: p.stem)
-def test_notebook_smoke(notebook, smoke_env, tmp_path):
+def test_notebook_smoke(notebook, smoke_env, tmp_path, monkeypatch):
+    monkeypatch.setenv(EVERY_WHY_ENV, "1")  # every check computes its why, passing or not: a broken one fails here
     prefix = notebook.name[:2]
     assert prefix in CHECKS, f"{notebook.name} has no metrics checker in tests/test_notebooks.py"
     result = run_notebook(notebook, tmp_path / notebook.stem, smoke=True, timeout=CELL_DEADLINE_S)
@@ -173,6 +175,8 @@ def test_notebook_smoke(notebook, smoke_env, tmp_path):
     assert result.metrics.get("smoke") is True
     spam = _log_spam(result.output_dir / notebook.name)
     assert not spam, f"{notebook.name}: {spam}"
+    bare = _unexplained(result.output_dir / notebook.name)
+    assert not bare, f"{notebook.name} printed ✗ without a why computed from the run:\n" + "\n".join(bare)
 
 
 def test_unfilled_stubs_run_on_the_package_version(smoke_env, tmp_path):
@@ -186,6 +190,12 @@ def test_unfilled_stubs_run_on_the_package_version(smoke_env, tmp_path):
             for out in cell.get("outputs", []) for line in "".join(out.get("text", "")).splitlines()]
     assert "✗ my_pass_at_k: not written yet (NotImplementedError) — using the package's version" in text
     assert result.metrics["pass_at_k"]["8"] >= result.metrics["best_at_k"]["8"], "the rest ran on the package's pass_at_k"
+    assert not _unexplained(result.output_dir / notebook.name), "a grader's ✗ comes with its why"
+
+
+def _unexplained(executed: Path) -> list[str]:
+    """The ✗ lines an executed notebook printed with no ``  why:`` line computed from the run under them."""
+    return unexplained_in_notebook(json.loads(executed.read_text()))
 
 
 def _log_spam(executed: Path) -> list[str]:
@@ -231,12 +241,14 @@ def hub_course(smoke_env, tmp_path_factory):
     folder, _ = choose_model("smollm2")  # fails here, in one line, when `make smollm2` has not run
     run = tmp_path_factory.mktemp("smollm2-run")
     results, adapter_stamp = {}, None
-    for notebook in list_notebooks(list(HUB_CHAPTERS)):
-        prefix = notebook.name[:2]
-        results[prefix] = run_notebook(notebook, run / notebook.stem, smoke=True, timeout=CELL_DEADLINE_S,
-                                       extra={"MODEL_ID": "smollm2"})
-        if prefix == "03" and results[prefix].ok:
-            adapter_stamp = (Path(results[prefix].metrics["adapter_dir"]) / "adapter_model.safetensors").stat()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(EVERY_WHY_ENV, "1")  # every check computes its why, passing or not: a broken one fails here
+        for notebook in list_notebooks(list(HUB_CHAPTERS)):
+            prefix = notebook.name[:2]
+            results[prefix] = run_notebook(notebook, run / notebook.stem, smoke=True, timeout=CELL_DEADLINE_S,
+                                           extra={"MODEL_ID": "smollm2"})
+            if prefix == "03" and results[prefix].ok:
+                adapter_stamp = (Path(results[prefix].metrics["adapter_dir"]) / "adapter_model.safetensors").stat()
     return {"folder": folder, "run": run, "results": results, "adapter_stamp": adapter_stamp}
 
 
@@ -294,4 +306,6 @@ def test_real_smollm2_notebook_smoke(prefix, hub_course):
     assert result.ok, f"{result.name} on the real SmolLM2 failed:\n{result.error[-6000:]}"
     assert result.metrics.get("smoke") is True
     assert not _nan_paths(result.metrics), f"NaN in {result.name}'s metrics.json: {_nan_paths(result.metrics)}"
+    bare = _unexplained(result.output_dir / f"{result.name}.ipynb")
+    assert not bare, f"{result.name} printed ✗ without a why computed from the run:\n" + "\n".join(bare)
     HUB_CHECKS[prefix](result.metrics, hub_course)

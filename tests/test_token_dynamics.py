@@ -19,7 +19,6 @@ from kimina_edu.token_dynamics import (
     read_token_shift,
     token_label,
     token_shift_record,
-    unexplained_crosses,
 )
 
 VERDICT = ["<think>", " All", " A", " are", " B", ".", " ", "</think>", " ", "<answer>", " does", " not", " follow",
@@ -155,16 +154,6 @@ def test_explain_probes_splits_the_probe_change_between_answer_and_other_tokens(
     assert all(line.startswith("  why:") for line in lines)
     assert "-1.50" in text and "+1.00" in text  # rewarded: the verdict fell 1.5; penalised: it rose 1.0
     assert "'·does'" in text and "'·follows'" in text
-
-
-def test_unexplained_crosses_flags_a_bare_cross_and_passes_an_explained_one():
-    lines = ["✓ fine", "✗ the rewarded probes fell", "  why: the verdict token moved -1.30 nats", "next",
-             "✗ no drift beyond a wander", "✗ low-advantage not below", "  why: computed reason", "",
-             "  ✗ an indented bare one", "a line that mentions ✗ inside is no verdict"]
-    assert unexplained_crosses(lines) == ["  ✗ an indented bare one"]
-    assert unexplained_crosses(["✗ alone at the end"]) == ["✗ alone at the end"]
-    assert unexplained_crosses(["✗ a", "  because: not the convention"]) == ["✗ a"]
-    assert unexplained_crosses("✗ x\n  why: y\n") == []  # a cell's whole printed text works too
 
 
 def test_token_labels_show_whitespace_and_markup_visibly():
