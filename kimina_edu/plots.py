@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -22,7 +23,14 @@ KEY_UNITS: dict[str, str] = {
 # Rates get 5 points: two runs 1e-10 apart must not fill a panel (matplotlib would add an offset and draw them apart).
 MIN_SPAN: dict[str, float] = {"completion_length": 4.0, "correct": 0.05, "format": 0.05, "reward_mean": 0.05,
                               "frac_zero_std_groups": 0.05, "truncation_rate": 0.05}
+# Any other key's panel spans at least this share of its mean magnitude: an entropy of 1.2 nats that wanders
+# by a thousandth is drawn flat, not as a climb filling the panel.
+REL_SPAN = 0.1
 
+# A diverging map whose middle is white: a token that did not move is drawn blank, whatever the sign convention
+# (matplotlib's RdYlGn puts a yellow there, which reads as a move); red and green as the probe stepper's.
+RED_WHITE_GREEN = matplotlib.colors.LinearSegmentedColormap.from_list("red_white_green", ["#d7301f", "white", "#1a9850"])
+LABEL_CHARS = 12  # a heatmap's token label is cut here: the strips' height follows the longest label
 # Special tokens as a reader should see them: every chat template's end-of-turn or end-of-text marker is <eos>.
 READABLE_TOKENS = {"<|im_end|>": "<eos>", "<|endoftext|>": "<eos>", "</s>": "<eos>", "<|eot_id|>": "<eos>"}
 
@@ -79,7 +87,8 @@ def plot_curves(logs: list[dict], keys: Iterable[str], ax=None, label_prefix: st
         finite = raw[np.isfinite(raw)]
         constant = len(finite) > 1 and np.ptp(finite) == 0
         note = f" (constant {finite[0]:.2f} over the run)" if constant else ""
-        (line,) = ax.plot(steps, values, label=f"{label_prefix}{key}{note}")
+        smoothed = f", mean of {window} steps (centred)" if window > 1 else ""
+        (line,) = ax.plot(steps, values, label=f"{label_prefix}{key}{smoothed}{note}")
         if key in band:
             se = np.array([row.get(band[key], np.nan) for row in logs], dtype=float)
             roll = pd.Series(se**2).rolling(max(window, 1), min_periods=1, center=True)
@@ -89,9 +98,18 @@ def plot_curves(logs: list[dict], keys: Iterable[str], ax=None, label_prefix: st
             ax.plot(steps, raw, ".", color=line.get_color(), alpha=0.4, ms=4)
     ax.set_xlabel("step")
     _label_y(ax, keys)
-    _widen_to(ax, max((MIN_SPAN.get(k, 0.0) for k in keys), default=0.0))
+    _widen_to(ax, max((_min_span(k, logs) for k in keys), default=0.0))
     ax.legend(fontsize=8)
     return ax
+
+
+def _min_span(key: str, logs: list[dict]) -> float:
+    """The smallest y range a key's panel shows: :data:`MIN_SPAN`, else :data:`REL_SPAN` of its mean size."""
+    if key in MIN_SPAN:
+        return MIN_SPAN[key]
+    values = np.array([row.get(key, np.nan) for row in logs], dtype=float)
+    values = values[np.isfinite(values)]
+    return REL_SPAN * float(np.abs(values).mean()) if len(values) else 0.0
 
 
 def _label_y(ax, keys: Iterable[str]) -> None:
@@ -112,7 +130,7 @@ def _widen_to(ax, span: float) -> None:
         spread = float(np.ptp(ys)) if len(ys) else 0.0
         for text in [t for t in ax.texts if t.get_gid() == "min-span"]:
             text.remove()
-        ax.text(0.99, 0.02, f"axis spans {span:g}; the data spread {spread:.2g}", fontsize=7, ha="right",
+        ax.text(0.99, 0.02, f"axis spans {span:.2g}; the data spread {spread:.2g}", fontsize=7, ha="right",
                 va="bottom", transform=ax.transAxes, color="grey", gid="min-span")
 
 
@@ -149,36 +167,46 @@ def plot_probe_heatmap(tokens: list[list[str]], values: list[list[float]], group
                        title: str = "advantage × Δlog-prob per token"):
     """One strip per probe completion, its own decoded tokens on its x axis, coloured by ``values``
     (e.g. A × Δlog-prob, green = moved the way the advantage asked); a heavier rule between questions.
-    Returns the figure. Completions have different tokens, so each strip gets its own axis."""
+    Returns the figure. Completions have different tokens, so each strip gets its own axis.
+
+    The colours are centred on 0 (white) and symmetric, ±the largest |value| (:data:`RED_WHITE_GREEN`), so
+    a token's colour says which way it moved and how far against the largest move; tokens are labelled at 8 pt, each strip
+    tall enough for its rotated labels."""
     flat = np.concatenate([np.asarray(v, dtype=float) for v in values if len(v)] or [np.zeros(1)])
     lim = float(np.nanmax(np.abs(flat))) or 1.0
     width = max(len(t) for t in tokens) if tokens else 1
-    fig, axes = plt.subplots(len(tokens), 1, figsize=(max(8.0, 0.22 * width + 2), 1.25 * len(tokens) + 0.6),
+    shown = [[token_label(t)[:LABEL_CHARS] for t in toks] for toks in tokens]
+    longest = max((len(t) for toks in shown for t in toks), default=1)
+    strip = 0.45 + 0.085 * longest  # inches: the colour strip and its rotated 8-pt labels
+    fig, axes = plt.subplots(len(tokens), 1, figsize=(max(8.0, 0.17 * width + 2), strip * len(tokens) + 0.8),
                              squeeze=False)
     im = None
-    for i, (ax, toks, v) in enumerate(zip(axes[:, 0], tokens, values)):
+    for i, (ax, toks, v) in enumerate(zip(axes[:, 0], shown, values)):
         row = np.full((1, width), np.nan)
         row[0, : len(v)] = v
-        im = ax.imshow(row, aspect="auto", cmap="RdYlGn", vmin=-lim, vmax=lim)
-        ax.set_xticks(range(len(toks)), [token_label(t) for t in toks], rotation=90, fontsize=6)
+        im = ax.imshow(row, aspect="auto", cmap=RED_WHITE_GREEN, vmin=-lim, vmax=lim)
+        ax.set_xticks(range(len(toks)), toks, rotation=90, fontsize=8)
         ax.set_yticks([])
         ax.set_xlim(-0.5, width - 0.5)
-        ax.set_title(token_label(labels[i]), fontsize=7, loc="left", pad=2)
+        ax.set_title(token_label(labels[i]), fontsize=8, loc="left", pad=2)
         if i + 1 < len(tokens) and groups[i + 1] != groups[i]:  # the next strip answers another question
             ax.spines["bottom"].set(linewidth=3, color="black")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     if im is not None:
-        fig.colorbar(im, ax=axes[:, 0].tolist(), fraction=0.02, pad=0.01)
+        bar = fig.colorbar(im, ax=axes[:, 0].tolist(), fraction=0.02, pad=0.01)
+        bar.set_label("A × Δlog-prob  [nats]  (0: white)", fontsize=8)
     return fig
 
 
 def plot_update_shift(logs: list[dict], ax=None, gap_ax=None):
     """What each measured update did to the completions it learned from (log keys ``shift_pos``,
     ``shift_neg``): the mean change of their per-token log-prob, rewarded (A > 0) against penalised
-    (A < 0), one point per measured step; the gap between the two is what GRPO asks for. ``gap_ax``:
-    also the gap itself (rewarded − penalised), one bar per update, green where it is positive — one
-    large update does not flatten the others there, as it does on the shared axis of ``ax``."""
+    (A < 0), one marker per measured step joined by a vertical segment — no line runs from one measured
+    step to the next, since they are unevenly spaced and nothing was measured between them; the gap
+    between the two is what GRPO asks for. ``gap_ax``: also the gap itself (rewarded − penalised), one
+    bar per update, green where it is positive. Both axes are linear, in the values' own units (a
+    pocket-model update moves a token by thousandths of a nat: the tick labels carry the ×10⁻³)."""
     ax = _ax(ax, figsize=(9, 3.5))
     rows = [r for r in logs if "shift_pos" in r and "shift_neg" in r]
     if not rows:
@@ -190,14 +218,14 @@ def plot_update_shift(logs: list[dict], ax=None, gap_ax=None):
         return ax
     steps = [r["step"] for r in rows]
     pos, neg = np.array([r["shift_pos"] for r in rows]), np.array([r["shift_neg"] for r in rows])
-    ax.plot(steps, pos, "o-", color="tab:green", label="rewarded completions (A > 0)")
-    ax.plot(steps, neg, "s--", color="tab:red", label="penalised completions (A < 0)")
-    ax.fill_between(steps, neg, pos, where=pos > neg, color="tab:green", alpha=0.12, interpolate=True,
-                    label="rewarded above penalised")
-    ax.fill_between(steps, neg, pos, where=pos <= neg, color="tab:red", alpha=0.25, interpolate=True,
-                    label="the wrong way round")
+    ax.plot(steps, pos, "o", color="tab:green", ls="none", label="rewarded completions (A > 0)")
+    ax.plot(steps, neg, "s", color="tab:red", ls="none", mfc="white", label="penalised completions (A < 0)")
+    right = pos > neg
+    ax.vlines(steps, neg, pos, colors=np.where(right, "tab:green", "tab:red"), lw=1.5, alpha=0.6,
+              label=f"the gap: right way round (green) in {int(right.sum())} of {len(steps)}")
     ax.axhline(0.0, color="k", lw=0.5)
-    ax.set(xlabel="GRPO step", ylabel="Δ mean log π per token  [nats]",
+    ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
+    ax.set(xlabel="GRPO step (measured updates only)", ylabel="Δ mean log π per token  [nats]",
            title="each measured update, on the completions it learned from: after − before the optimizer step")
     ax.legend(fontsize=8, loc="best")
     if gap_ax is not None:
@@ -205,8 +233,8 @@ def plot_update_shift(logs: list[dict], ax=None, gap_ax=None):
         width = 0.8 * (min(np.diff(steps)) if len(steps) > 1 else 1)
         gap_ax.bar(steps, gap, width=width, color=np.where(gap > 0, "tab:green", "tab:red"))
         gap_ax.axhline(0.0, color="k", lw=0.5)
-        gap_ax.set_yscale("symlog", linthresh=max(float(np.median(np.abs(gap))), 1e-6))
-        gap_ax.set(xlabel="GRPO step", ylabel="rewarded − penalised  [nats, symlog]",
+        gap_ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
+        gap_ax.set(xlabel="GRPO step (measured updates only)", ylabel="rewarded − penalised  [nats per token]",
                    title=f"the gap, update by update: right way round in {int((gap > 0).sum())} of {len(gap)}")
     return ax
 
