@@ -321,6 +321,23 @@ def plot_token_shift(records: list[dict], *, max_panels: int = 12, cols: int = 4
     return fig
 
 
+def plot_token_shift_update(rec: dict, *, figsize: tuple[float, float] = (7.5, 3.0)):
+    """One measured update as one figure, the panel pair of :func:`plot_token_shift`: the per-token
+    Δlog-prob distribution by advantage sign (left) and the update's top movers with their text (right).
+    The lab's update slider draws one of these per position."""
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure(figsize=figsize)
+    grid = fig.add_gridspec(1, 2, width_ratios=[1, 2.2], wspace=0.35)
+    box, top = fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1])
+    _box(box, rec)
+    _movers(top, rec)
+    box.set_title(f"step {rec['step']}", fontsize=9)
+    box.set_ylabel("Δlog-prob per token (nats)", fontsize=8)
+    fig.subplots_adjust(left=0.12, right=0.98, bottom=0.16, top=0.88)
+    return fig
+
+
 def plot_token_shift_cumulative(records: list[dict], *, texts: int = 4):
     """How the measured moves add up over the run: the running sum, over measured updates, of the
     mean Δ per token of the answer tokens and of the rest, per advantage sign (left), and of the most
@@ -364,5 +381,5 @@ def plot_token_shift_cumulative(records: list[dict], *, texts: int = 4):
 
 
 __all__ = ["QUANTILES", "TOKEN_SHIFT_FILE", "TOP_K", "answer_token_mask", "explain", "explain_probes",
-           "plot_token_shift", "plot_token_shift_cumulative", "read_token_shift", "token_label",
-           "token_shift_record"]
+           "plot_token_shift", "plot_token_shift_cumulative", "plot_token_shift_update", "read_token_shift",
+           "token_label", "token_shift_record"]

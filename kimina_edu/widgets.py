@@ -252,6 +252,94 @@ def probe_stepper(steps: list[int], table: list[list[list[float]]], tokens: list
     return Playground([idx, out], snapshot=lambda: out.value)
 
 
+# The update stepper's figure, in pixels (as the clip explorer's: drawn and shown at one size).
+SHIFT_FIGSIZE_IN, SHIFT_DPI = (7.5, 3.0), 80
+SHIFT_PX = (int(SHIFT_FIGSIZE_IN[0] * SHIFT_DPI), int(SHIFT_FIGSIZE_IN[1] * SHIFT_DPI))
+# A snapshot carrying this class is what an export shows, over the widget's saved state: the token-shift
+# stepper's saved state is one update (where the slider was left), its snapshot the whole run.
+STATIC_WINS = "kimina-static-wins"
+
+
+def _png(fig, **kwargs: Any) -> bytes:
+    import io
+
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", **kwargs)
+    plt.close(fig)  # closed, so the inline backend does not print it a second time under the cell
+    return buf.getvalue()
+
+
+def _shift_readout(records: list[dict[str, Any]], k: int, lim: float) -> str:
+    """Update ``k``'s numbers: tokens and mean Δ per advantage sign, answer tokens against the rest, the
+    answer tokens' moves summed over the measured updates so far, and the top movers as coloured tokens."""
+    from kimina_edu.token_dynamics import token_label  # a leading space shown as ·: ' does' is not 'does'
+
+    rec = records[k]
+
+    def num(x: Any) -> str:
+        return "—" if x is None else f"{x:+.2g}"
+
+    sides = " &nbsp; ".join(
+        f"<b>A {sign} 0</b>: {rec[side]['n']} tokens, mean Δ {num(rec[side]['mean'])}"
+        for side, sign in (("pos", "&gt;"), ("neg", "&lt;")))
+    parts = " &nbsp; ".join(
+        f"<b>{name}</b> {num(rec[part]['pos']['mean'])} (A &gt; 0) / {num(rec[part]['neg']['mean'])} (A &lt; 0)"
+        for part, name in (("answer", "answer tokens"), ("other", "the rest")))
+    summed = {side: sum(r["answer"][side]["mean"] or 0.0 for r in records[: k + 1]) for side in ("pos", "neg")}
+    movers = "".join(
+        _probe_cell(token_label(t["text"]), t["delta"], lim).replace(
+            "</span>", f" {t['delta']:+.3f}{'▲' if t['advantage'] > 0 else '▼'}</span>")
+        for t in sorted(rec["top"], key=lambda t: -abs(t["delta"])))
+    return (f"<b>measured update</b> {k + 1} of {len(records)} &nbsp; <b>step</b> {rec['step']}<br>{sides}<br>{parts}"
+            f"<br><b>answer tokens, Σ of mean Δ over updates 1–{k + 1}</b>: {summed['pos']:+.3g} (A &gt; 0), "
+            f"{summed['neg']:+.3g} (A &lt; 0)"
+            f"<br><b>top movers</b> <span style='color:#666'>(green rose, red fell; ▲ A &gt; 0, ▼ A &lt; 0; "
+            f"scale ±{lim:.2g} nats over the run)</span><br>{movers}")
+
+
+def token_shift_stepper(records: list[dict[str, Any]]) -> Playground | w.HTML:
+    """Step through a run's measured updates (``token_dynamics.read_token_shift``: ``token_shift.jsonl``):
+    what each did to each token of the buffer it learned from — the distribution of per-token Δlog-prob
+    for tokens of rewarded and penalised completions, the tokens that moved most with their text — with
+    the numbers under it and the answer tokens' moves summed up to that update.
+
+    The colour scale of the movers is fixed over the run, so a later update looks stronger exactly when it
+    moved further. Its display carries the static small multiples of every update
+    (``token_dynamics.plot_token_shift``), marked :data:`STATIC_WINS`: an executed HTML shows the whole
+    run there, not the one update the slider was left on.
+    """
+    if not records:
+        return w.HTML("<i>no update was measured (shift_every = 0, or no measured step had a group with signal)</i>")
+    from kimina_edu.token_dynamics import plot_token_shift, plot_token_shift_update
+
+    width, height = SHIFT_PX
+    idx = w.IntSlider(value=len(records) - 1, min=0, max=len(records) - 1, description="update",
+                      continuous_update=False)  # one redraw on release, not one per pixel of a drag
+    image = w.Image(format="png", width=width, height=height,
+                    layout=w.Layout(width=f"{width}px", height=f"{height}px", flex="0 0 auto", object_fit="none"))
+    readout = w.HTML()
+    lim = max((abs(t["delta"]) for r in records for t in r["top"]), default=0.0) or 1.0
+
+    def show(_=None):
+        image.value = _png(plot_token_shift_update(records[idx.value], figsize=SHIFT_FIGSIZE_IN), dpi=SHIFT_DPI)
+        readout.value = _shift_readout(records, idx.value, lim)
+
+    idx.observe(show, names="value")
+    show()
+    static: list[str] = []
+
+    def snapshot() -> str:
+        if not static:  # drawn once, when first displayed
+            fig = plot_token_shift(records)
+            static.append(base64.b64encode(_png(fig, dpi=70, bbox_inches="tight")).decode())
+        return (f"<div class='{STATIC_WINS}'><i>every measured update ({len(records)}), as the lab's slider steps "
+                f"through them:</i><br><img src='data:image/png;base64,{static[0]}' style='max-width:100%'></div>")
+
+    return Playground([idx, image, readout], snapshot=snapshot)
+
+
 # --- what a notebook shows once the kernel is gone ------------------------------------------------------
 
 _MAX_DEPTH = 32
@@ -306,7 +394,8 @@ def freeze_widgets(nb: Any) -> int:
     """Replace every live-widget output of ``nb`` (an nbformat notebook) with static HTML drawn from
     its saved state, or the ``text/html`` the widget carried when it was displayed, and drop the saved
     state, so an HTML export needs no widget JavaScript (nbconvert would otherwise load it from a CDN,
-    which an offline reader cannot reach). Returns how many outputs were frozen."""
+    which an offline reader cannot reach). A snapshot marked :data:`STATIC_WINS` is kept over the saved
+    state. Returns how many outputs were frozen."""
     widgets = nb.get("metadata", {}).get("widgets") or {}
     state = (widgets.get(WIDGET_STATE) or {}).get("state") or {}
     frozen = 0
@@ -317,7 +406,9 @@ def freeze_widgets(nb: Any) -> int:
                 continue
             view = data.pop(WIDGET_VIEW)
             drawn = static_html_from_state(str((view or {}).get("model_id", "")), state) if isinstance(view, dict) else None
-            if drawn:
+            if STATIC_WINS in "".join(data.get("text/html") or ""):
+                pass  # its snapshot shows the whole run; the saved state, one position of its slider
+            elif drawn:
                 data["text/html"] = drawn
             elif "text/html" not in data:
                 data["text/html"] = "<i>(interactive widget: run the notebook in JupyterLab to use it)</i>"

@@ -387,7 +387,8 @@ def _clip_explorer(page, lab, timings: dict) -> None:
 
 
 def _rollout_browser_and_probe_stepper(page, lab, timings: dict) -> None:
-    """04: the rollout browser and the probe stepper — arrow keys and a drag on each slider."""
+    """04: the rollout browser and the probe stepper — arrow keys and a drag on each slider; the update
+    stepper — an arrow key."""
     _open(page, lab, NOTEBOOKS[2])
     timings["04_run_all_s"] = _run_all(page, NOTEBOOKS[2])
     panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
@@ -440,6 +441,22 @@ def _rollout_browser_and_probe_stepper(page, lab, timings: dict) -> None:
     timings["04_probe_step_s"] = steps
     _shot(page, probe_widget, "04_probe_stepper_live")
 
+    # the token-shift stepper opens on the last measured update; an arrow key steps back and redraws its figure
+    shift = panel.locator(".widget-html-content:has-text('measured update')").last
+    shift_widget = shift.locator("xpath=ancestor::div[contains(@class,'widget-vbox')][1]")
+    shown = re.search(r"measured update</b> (\d+) of (\d+)", _value(shift))
+    assert shown and shown.group(1) == shown.group(2), f"04: the update stepper should open on the last update ({_value(shift)[:200]})"
+    n_updates = int(shown.group(2))
+    if n_updates > 1:  # SMOKE measures every step that had signal
+        shift_image = shift_widget.locator("img.widget-image").first
+        shift_widget.locator(".widget-slider .noUi-handle").first.focus()
+        before_src = shift_image.get_attribute("src")
+        page.keyboard.press("ArrowLeft")
+        timings["04_token_shift_step_s"] = [_changed(page, shift_image, before_src, attr="src")]
+        _wait_for_html(page, shift, f"measured update</b> {n_updates - 1} of {n_updates}")
+    shift_last = _value(shift)
+    _shot(page, shift_widget, "04_token_shift_stepper_live")
+
     _save_and_shut_down(page, lab, NOTEBOOKS[2])
     panel = _reopen(page, lab, NOTEBOOKS[2])
     out = panel.locator(".widget-html-content:has-text('rollout')").last
@@ -448,6 +465,9 @@ def _rollout_browser_and_probe_stepper(page, lab, timings: dict) -> None:
     probe = panel.locator(".widget-html-content:has-text('probe checkpoint')").last
     assert probe.inner_html() == at_start, "04 reopened: the probe stepper lost the checkpoint the learner left"
     _shot(page, probe.locator("xpath=ancestor::div[contains(@class,'widget-vbox')][1]"), "04_probe_stepper_reopened")
+    shift = panel.locator(".widget-html-content:has-text('measured update')").last
+    assert shift.inner_html() == shift_last, "04 reopened: the update stepper lost the update the learner left"
+    _shot(page, shift.locator("xpath=ancestor::div[contains(@class,'widget-vbox')][1]"), "04_token_shift_stepper_reopened")
 
     # --- what a learner session leaves behind ---
     assert (lab["root"] / "figures").is_dir() and (lab["root"] / "grpo_run").is_dir(), \
