@@ -21,6 +21,8 @@ import sys
 import time
 from pathlib import Path
 
+from tune_chapter4 import _value  # run as a script from the repository: benchmarks/ is on the path
+
 from kimina_edu.eval import evaluate_policy
 from kimina_edu.lora import lora_config
 from kimina_edu.models import load_policy
@@ -31,15 +33,6 @@ from kimina_edu.sft import SFTRecipe, ensure_sft_adapter
 from kimina_edu.tasks import claim_balanced, held_out
 from kimina_edu.train_config import TrainConfig
 from kimina_edu.trainer import GRPOTrainer
-
-
-def _value(text: str):
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return text
 
 
 def main(name: str, *pairs: str) -> None:
