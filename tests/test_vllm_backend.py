@@ -302,6 +302,17 @@ def test_generate_before_any_push_is_refused(fake_vllm):
         backend.generate(tok, [[1, 2, 3]], SamplingSettings(max_new_tokens=2))
 
 
+def test_log_probs_at_another_temperature_than_vllms_are_refused_in_one_line(fake_vllm):
+    """vLLM returns log-probs before temperature (raw_logprobs); a learner scoring at T 0.7 would compare
+    them with its own at another temperature, and the importance weight would correct a gap that is not
+    the engines'."""
+    model, tok, path = _lora_policy()
+    backend = VLLMBackend(path)
+    backend.load_policy(model)
+    with pytest.raises(ValueError, match="set score_at_temperature=False with vLLM"):
+        backend.generate(tok, [[1, 2, 3]], SamplingSettings(max_new_tokens=2, temperature=0.7, logp_temperature=0.7))
+
+
 def test_unrecognised_vllm_outputs_are_errors():
     ok = RequestOutput("0", [1, 2], [CompletionOutput(0, [5, 6], [{5: Logprob(-0.1)}, {6: Logprob(-0.2)}])])
     assert _read_vllm_outputs([ok], [[1, 2]], 1) == Generation([[1, 2]], [[5, 6]], [[-0.1, -0.2]])
