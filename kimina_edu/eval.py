@@ -114,6 +114,7 @@ def evaluation_key(model, tok, entries: list[dict[str, Any]], max_new_tokens: in
 
     from kimina_edu import smalldecode
     from kimina_edu.merged_weights import effective_weights
+
     merged = smalldecode.supported(model) is None
     raw = not merged and hasattr(model, "peft_config")
     # model.generate reads settings the call does not pass (repetition_penalty…) from the model's own config

@@ -1,8 +1,8 @@
 """Which arithmetic the CPU path runs: bf16 matrix multiplies where the CPU has bf16 units, fp32 elsewhere.
 
-A CPU with AVX512-BF16 (or AMX) multiplies bf16 matrices through oneDNN at 2.3–3.9× its fp32 rate at
-SmolLM2's shapes (``benchmarks/bench_rl_speed.py``); one without them runs bf16 no faster, and then the
-course stays in fp32. Only the matrix multiplies change: the weights the optimizer updates stay fp32
+A CPU with AVX512-BF16 (or AMX) multiplies bf16 matrices through oneDNN faster than fp32 at SmolLM2's
+shapes (``benchmarks/bench_rl_speed.py`` times both; benchmarks/README.md, "SmolLM2, chapter 4's step"); one
+without them runs bf16 no faster, and then the course stays in fp32. Only the matrix multiplies change: the weights the optimizer updates stay fp32
 (master weights), and log-probabilities, norms and softmaxes are taken in fp32. The pocket model
 (~1 M parameters) stays fp32 everywhere: its steps cost Python and kernel launches, not arithmetic.
 

@@ -149,12 +149,11 @@ def sample_ids(model, tok, prompt_ids: list[list[int]], settings: SamplingSettin
         bf16 = dtype != torch.float32
         rows = decoder.decode(ids, attn, settings, tok.eos_token_id, share_prefix=large, drop_finished=large,
                               logp_temperature=settings.logp_temperature if bf16 else None)
-        kept = [trim_completion(row, tok.eos_token_id, pad_id) for row in rows]
         if not bf16:
-            return Generation(prompts, kept)
-        logps = [trim_completion(list(zip(row, lp)), tok.eos_token_id, pad_id, key=lambda pair: pair[0])
+            return Generation(prompts, [trim_completion(row, tok.eos_token_id, pad_id) for row in rows])
+        pairs = [trim_completion(list(zip(row, lp)), tok.eos_token_id, pad_id, key=lambda pair: pair[0])
                  for row, lp in zip(rows, decoder.sampled_logp)]
-        return Generation(prompts, kept, [[lp for _, lp in row] for row in logps])
+        return Generation(prompts, [[t for t, _ in row] for row in pairs], [[lp for _, lp in row] for row in pairs])
     if large:
         rows = decode_dropping_finished(model, ids, attn, settings, tok.eos_token_id)
         return Generation(prompts, [trim_completion(row, tok.eos_token_id, pad_id) for row in rows])

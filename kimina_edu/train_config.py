@@ -131,7 +131,8 @@ class TrainConfig:
         3's evaluation length: the warm-up's answers end well before it), one optimizer step per
         batch over minibatches of two whole groups (each prompt run once for its six completions:
         :meth:`~kimina_edu.trainer.GRPOTrainer.minibatch_order`), ``balance_answers`` (half "Yes"
-        questions, half "No" in every step) and the collapse guard. Measurements behind each choice: benchmarks/README.md ("SmolLM2, chapter 4").
+        questions, half "No" in every step) and the collapse guard. Measurements behind each choice:
+        benchmarks/README.md ("SmolLM2, chapter 4" and "SmolLM2, chapter 4's step").
         """
         base = dict(steps=12, eval_every=0, questions_per_batch=8, group_size=6, max_new_tokens=96,
                     buffer_size=48, minibatch_size=12, grad_accum=4, epochs=1, lr=2e-5, loss_type="grpo",

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from kimina_edu import precision
 from kimina_edu.checkpoints import (
     DeferredInterrupt,
     append_jsonl,
@@ -34,7 +35,6 @@ from kimina_edu.checkpoints import (
 )
 from kimina_edu.grpo import group_advantages, policy_loss
 from kimina_edu.logprobs import Rollout, completion_logprobs, pad_batch, truncated_importance_weights
-from kimina_edu.precision import matmul_dtype
 from kimina_edu.probes import ProbeSet, update_shift
 from kimina_edu.rewards import RewardBreakdown, score_completion
 from kimina_edu.rollouts import TransformersBackend, arithmetic_bound, chat_prompt, encode_prompts
@@ -61,7 +61,7 @@ class GRPOTrainer:
         self.params = [p for p in model.parameters() if p.requires_grad]
         # the learner's matrix multiplies: bf16 under autocast where the CPU has bf16 units (kimina_edu.precision),
         # the trained weights staying fp32; the update-shift measurement always scores in fp32
-        self.bf16 = matmul_dtype(arithmetic_bound(model), str(model.device.type)) == torch.bfloat16
+        self.bf16 = precision.matmul_dtype(arithmetic_bound(model), str(model.device.type)) == torch.bfloat16
         self._log_ratios: list[torch.Tensor] = []  # the sampler–learner gap of this learning phase's tokens
         self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.step = 0
@@ -286,12 +286,12 @@ class GRPOTrainer:
         if weight is not None:
             stats["tis_weight_mean"] = ((weight * mask).sum() / mask.sum()).item()
             stats["tis_capped_frac"] = (((weight >= cfg.tis_cap).float() * mask).sum() / mask.sum()).item()
-            self._log_ratios.append(_sampler_log_ratios(mb, logp.detach()))
         return stats
 
     def _sampler_weights(self, mb: list[Rollout], learner_logp: torch.Tensor, mask: torch.Tensor):
-        """Truncated importance weights when another engine sampled (vLLM); ``None`` when the
-        learner's own model did (transformers), where the ratio is exactly 1."""
+        """Truncated importance weights when the sampler computed differently from the learner (vLLM, or the
+        plain-torch decoder in bf16), each token's log-ratio kept for :func:`mismatch_stats`; ``None`` when the
+        sampler returned no log-probs (it ran the learner's own fp32 arithmetic), where the ratio is 1."""
         given = [r.sampler_logp is not None for r in mb]
         if not any(given):
             return None
@@ -301,6 +301,7 @@ class GRPOTrainer:
         sampler = torch.zeros_like(learner_logp)
         for i, r in enumerate(mb):
             sampler[i, : len(r.sampler_logp)] = torch.tensor(r.sampler_logp, dtype=sampler.dtype)
+        self._log_ratios.append((learner_logp.detach().float() - sampler.float())[mask.bool()])
         return truncated_importance_weights(learner_logp, sampler, mask, self.cfg.tis_cap)
 
     @torch.no_grad()
@@ -456,17 +457,9 @@ class GRPOTrainer:
 def path_line(model, cfg: TrainConfig, sampler: str = TransformersBackend.name) -> str:
     """One line: the arithmetic the sampler and learner run on this machine and why (:mod:`kimina_edu.precision`),
     the sampler, and its batch."""
-    from kimina_edu.precision import path_line as arithmetic
-
-    return (f"{arithmetic(arithmetic_bound(model), str(model.device.type))}; sampler: {sampler}, "
+    return (f"{precision.path_line(arithmetic_bound(model), str(model.device.type))}; sampler: {sampler}, "
             f"{cfg.questions_per_batch} questions × {cfg.group_size} samples, ≤ {cfg.max_new_tokens} new tokens; "
             "greedy evaluation: fp32")
-
-
-def _sampler_log_ratios(mb: list[Rollout], learner_logp: torch.Tensor) -> torch.Tensor:
-    """log π_learner − log π_sampler of every completion token of ``mb`` (flat): the two engines' gap."""
-    return torch.cat([learner_logp[i, : len(r.sampler_logp)].float() - torch.tensor(r.sampler_logp)
-                      for i, r in enumerate(mb)])
 
 
 def mismatch_stats(log_ratios: list[torch.Tensor]) -> dict[str, float]:
