@@ -6,3 +6,7 @@ not the notebook. Speed lives in benchmarks/; a test waits on the cell finishing
 """
 
 CELL_DEADLINE_S = 3600
+
+# a wait on a browser or a server (JupyterLab starting, a widget redrawing after a keystroke): the same rule.
+# A 90-s start and 10-s redraws failed on the busy 2-core box; every wait only catches a hang.
+WAIT_DEADLINE_S = 600

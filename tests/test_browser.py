@@ -28,7 +28,7 @@ from urllib.parse import urlparse
 
 import nbformat
 import pytest
-from deadlines import CELL_DEADLINE_S
+from deadlines import CELL_DEADLINE_S, WAIT_DEADLINE_S
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from kimina_edu.lab import lab_command, prepare_workspace, write_lab_settings
@@ -91,7 +91,7 @@ def lab(tmp_path_factory):
     log = (tmp / "lab.log").open("w")
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp)
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + WAIT_DEADLINE_S
     while True:
         try:
             with urllib.request.urlopen(f"{base}/api/status?token={TOKEN}", timeout=2) as r:
@@ -156,7 +156,7 @@ def _open(page, lab, name: str):
     # chapter 2's Run All ran nothing (every prompt stayed "[ ]", its kernel idle) — alone it passes
     _shut_down_kernels(lab)
     page.goto(f"{lab['base']}/lab/tree/{name}.ipynb?token={TOKEN}&reset")
-    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=WAIT_DEADLINE_S * 1000)
     dialog = page.locator(".jp-Dialog:has-text('Select Kernel')")
     try:  # JupyterLab may ask which kernel, though the notebook names one; a learner clicks "Select"
         dialog.wait_for(timeout=3000)
@@ -166,7 +166,7 @@ def _open(page, lab, name: str):
         dialog.get_by_role("button", name="Select", exact=True).click()
     # the kernel is up when the toolbar's kernel indicator says idle
     page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook-ExecutionIndicator[data-status='idle']",
-                           timeout=60_000)
+                           timeout=WAIT_DEADLINE_S * 1000)
 
 
 def _menu(page, top: str, item: str):
@@ -199,7 +199,7 @@ def _run_all(page, name: str) -> float:
     return time.monotonic() - start
 
 
-def _changed(page, locator, before: str, attr: str | None = None, timeout_s: float = 10.0) -> float:
+def _changed(page, locator, before: str, attr: str | None = None, timeout_s: float = WAIT_DEADLINE_S) -> float:
     """Seconds until ``locator``'s text (or ``attr``) differs from ``before``, polled every frame."""
     start = time.monotonic()
     handle = locator.element_handle()
@@ -221,9 +221,9 @@ def _drag(page, slider, fraction: float) -> float:
 
 
 def _wait_for_html(page, locator, want: str) -> None:
-    """Wait (at most 10 s, checked every frame) until ``locator``'s HTML contains ``want``."""
+    """Wait (checked every frame, up to the hang deadline) until ``locator``'s HTML contains ``want``."""
     page.wait_for_function("([el, want]) => el.innerHTML.includes(want)", arg=[locator.element_handle(), want],
-                           timeout=10_000, polling="raf")
+                           timeout=WAIT_DEADLINE_S * 1000, polling="raf")
 
 
 def _value(locator, attr: str | None = None) -> str:
@@ -252,7 +252,7 @@ def _save_and_shut_down(page, lab, name: str) -> nbformat.NotebookNode:
 
 def _reopen(page, lab, name: str):
     page.goto(f"{lab['base']}/lab/tree/{name}.ipynb?token={TOKEN}&reset")
-    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=WAIT_DEADLINE_S * 1000)
     page.wait_for_timeout(3000)  # widget models restore from the saved state; give the renderers a moment
     body = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)").inner_text()
     assert "Error displaying widget" not in body, f"{name} reopened: a widget shows an error"
@@ -326,7 +326,7 @@ def _reward_playground(page, lab, timings: dict) -> None:
     page.keyboard.type("<think>premises</think>\n<answer>No</answer>", delay=40)  # a learner's typing speed
     typed_at = time.monotonic()
     page.wait_for_function("([el]) => el.innerHTML.includes(\"'No'\") && el.innerHTML.includes('format</b>: 1.0')",
-                           arg=[readout.element_handle()], timeout=10_000, polling="raf")
+                           arg=[readout.element_handle()], timeout=WAIT_DEADLINE_S * 1000, polling="raf")
     timings["01_playground_keystroke_s"] = keystrokes
     timings["01_playground_settle_after_typing_s"] = time.monotonic() - typed_at
     assert _value(readout) != before

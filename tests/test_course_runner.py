@@ -206,14 +206,16 @@ def _terminated_run(runs: Path, code: str, settle: float) -> tuple[int, str]:
     import sys
     import time
 
+    from deadlines import WAIT_DEADLINE_S
+
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + WAIT_DEADLINE_S
     while not list(runs.glob("*/RUNNING")) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert list(runs.glob("*/RUNNING")), "the run never started"
     time.sleep(settle)
     proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=120)
+    out, _ = proc.communicate(timeout=WAIT_DEADLINE_S)
     return proc.returncode, out
 
 
