@@ -34,16 +34,24 @@ LEARNING_GOALS: dict[str, list[tuple[str, Any]]] = {
 }
 
 
-# The real SmolLM2's (MODEL_ID='smollm2'): the article's SFT warm-up brought SmolLM-135M to 46% and RL to
-# 60%; on SmolLM2 the course asks ≥ 70% with the format after SFT, and GRPO ≥ SFT + 3 points, in every seed.
-# Whether they hold is measured by `python -m benchmarks.robustness --model smollm2` (README's table).
+# The real SmolLM2's (MODEL_ID='smollm2'). The warm-up's job is the format (the article's: SmolLM-135M reached
+# 46% after SFT and 60% after GRPO), so chapter 3 is judged on the format and prints its accuracy. GRPO must
+# then add a gain that is large and certain — ≥ 8 points, its paired 95% interval above zero — and end at least
+# where the full 3-epoch SFT alone gets (76.5%, its median over seeds 0–2), so that a weaker warm-up cannot buy
+# the gain. Whether they hold is measured by `make robustness MODEL_ID=smollm2` (README's table).
+SMOLLM2_END_ACCURACY = 0.765
+
+
+def _interval_above_zero(m: dict[str, Any]) -> bool:
+    return m["gain_paired_points"][1] > 0
+
+
 SMOLLM2_GOALS: dict[str, list[tuple[str, Any]]] = {
-    "03": [("SFT accuracy ≥ 70%", lambda m: m["sft_accuracy"] >= 0.70),
-           ("SFT format rate ≥ 95%", lambda m: m["sft_format_rate"] >= 0.95)],
-    # a known gap, said where the miss is printed: no preset has met it in every measured seed
-    "04": [(("GRPO accuracy ≥ SFT accuracy + 3 points (no preset has met it in every measured seed, on a CPU or a GPU: "
-             "notebook 04's closing measured cell gives the ranges)"),
-            lambda m: gain_points(m) >= 3)],
+    "03": [("SFT format rate ≥ 95%", lambda m: m["sft_format_rate"] >= 0.95)],
+    "04": [("GRPO accuracy ≥ SFT accuracy + 8 points", lambda m: gain_points(m) >= 8),
+           ("GRPO accuracy ≥ 76.5% (the full SFT's median alone, so a weaker warm-up cannot buy the gain)",
+            lambda m: m["accuracy_after"] >= SMOLLM2_END_ACCURACY),
+           ("the gain's paired 95% interval above zero", _interval_above_zero)],
 }
 GOALS = {"pocket": LEARNING_GOALS, "smollm2": SMOLLM2_GOALS}
 

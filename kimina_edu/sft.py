@@ -45,6 +45,19 @@ def rule_based_teacher(entry: dict[str, Any]) -> str:
     return f"<think>{teacher_trace(entry)}</think>\n<answer>{oracle_answer(entry)}</answer>"
 
 
+def both_verdict_examples(entries: list[dict[str, Any]]) -> list[dict]:
+    """The format without the answer: each syllogism twice, its restatement ending once in "follows" /
+    "Yes" and once in "does not follow" / "No". A warm-up on these learns to read a question out and
+    to answer as its trace concludes, while which verdict a question gets stays a coin: the choice GRPO
+    is then rewarded for (``SFTRecipe.verdicts="both"``)."""
+    if any(e["metadata"]["source_dataset"] != "syllogism" for e in entries):
+        raise ValueError("both-verdict examples need yes/no questions: only syllogism has them")
+    return [{"prompt": chat_messages(e["question"]),
+             "completion": [{"role": "assistant", "content":
+                             f"<think>{teacher_trace(e, valid)}</think>\n<answer>{'Yes' if valid else 'No'}</answer>"}]}
+            for e in entries for valid in (True, False)]
+
+
 # ---------------------------------------------------------------- hosted teacher
 
 
@@ -382,6 +395,7 @@ class SFTRecipe:
     seed: int = 0
     data_seed: int = SEEDS["sft"]
     teacher: str = "rule-based"
+    verdicts: str = "right"  # "both": the format without the answer (:func:`both_verdict_examples`)
     dev_target: float | None = None
     dev_questions: int = 200
     dev_from_epoch: int = 5
@@ -428,7 +442,10 @@ def sft_stop_record(adapter_dir: str | os.PathLike) -> dict[str, Any]:
 
 
 def sft_adapter_dir(base: str, recipe: SFTRecipe) -> Path:
-    return cache_dir() / "sft" / recipe_hash({"base": base, **asdict(recipe)})
+    fields = asdict(recipe)
+    if fields["verdicts"] == "right":  # the default hashes as before the field existed: cached adapters stay valid
+        del fields["verdicts"]
+    return cache_dir() / "sft" / recipe_hash({"base": base, **fields})
 
 
 def _adapter_problem(path: Path) -> str | None:
@@ -463,7 +480,10 @@ def ensure_sft_adapter(model_id: str = "pocket", *, recipe: SFTRecipe | None = N
     def train(tmp: Path) -> None:
         print(f"no cached SFT adapter for {base}: training one now ({recipe.n_examples} examples, "
               f"{recipe.epochs} epochs, seed {recipe.seed})")
-        examples, _ = make_sft_examples(make_entries(recipe.task, recipe.n_examples, recipe.data_seed))
+        entries = make_entries(recipe.task, recipe.n_examples, recipe.data_seed)
+        if recipe.verdicts not in ("right", "both"):
+            raise ValueError(f"SFTRecipe.verdicts is 'right' or 'both', not {recipe.verdicts!r}")
+        examples = both_verdict_examples(entries) if recipe.verdicts == "both" else make_sft_examples(entries)[0]
         from kimina_edu.lora import lora_config
 
         stop = recipe.stop_rule()

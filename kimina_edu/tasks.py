@@ -154,11 +154,13 @@ def claim_read_rate(completions: list[str], entries: list[dict[str, Any]]) -> fl
     return sum(map(restates_claim, completions, entries)) / max(len(entries), 1)
 
 
-def teacher_trace(entry: dict[str, Any]) -> str:
-    """The rule-based teacher's reasoning: the restatement, then the verdict from the metadata."""
+def teacher_trace(entry: dict[str, Any], valid: bool | None = None) -> str:
+    """The rule-based teacher's reasoning: the restatement, then the verdict from the metadata
+    (a syllogism's ``valid`` given: that verdict instead, right or not)."""
     meta = entry["metadata"]
     if meta["source_dataset"] == "syllogism":
-        verdict = "So the claim follows." if meta["is_valid"] else "So the claim does not follow."
+        valid = meta["is_valid"] if valid is None else valid
+        verdict = "So the claim follows." if valid else "So the claim does not follow."
     else:
         verdict = f"A statement they entail is {oracle_answer(entry)}."
     return f"{restatement(entry)} {verdict}"

@@ -44,17 +44,26 @@ def test_learning_goals_are_judged_on_full_runs_of_models_with_goals_only():
     assert course.missed_goals("04_grpo_from_scratch", {**full, "accuracy_after": 0.5, "model": "hub-id"}) == []
     assert course.missed_goals("03_sft_warmup", {"smoke": False, "model": "pocket", "sft_accuracy": 0.6,
                                                  "sft_format_rate": 1.0}) == ["03_sft_warmup: missed goal: SFT accuracy ≥ 65%"]
-    # the real SmolLM2 has goals of its own (by model_id: its "model" is the converted folder)
+    # the real SmolLM2 has goals of its own (by model_id: its "model" is the converted folder): the warm-up
+    # teaches the format (its accuracy is printed, not judged); GRPO's gain is large, certain and ends high
     real = {"smoke": False, "model": "/cache/smollm2/b179c9523d0e", "model_id": "smollm2", "sft_format_rate": 1.0}
-    assert course.missed_goals("03_sft_warmup", {**real, "sft_accuracy": 0.72}) == []
-    assert course.missed_goals("03_sft_warmup", {**real, "sft_accuracy": 0.68}) == ["03_sft_warmup: missed goal: SFT accuracy ≥ 70%"]
-    missed = course.missed_goals("04_grpo_from_scratch", {**real, "accuracy_before": 0.7, "accuracy_after": 0.72})
-    assert len(missed) == 1 and missed[0].startswith("04_grpo_from_scratch: missed goal: GRPO accuracy ≥ SFT accuracy + 3 points")
-    assert "notebook 04" in missed[0]  # the known gap says where the measured ranges are
+    assert course.missed_goals("03_sft_warmup", {**real, "sft_accuracy": 0.40}) == []
+    assert course.missed_goals("03_sft_warmup", {**real, "sft_accuracy": 0.9, "sft_format_rate": 0.9}) == [
+        "03_sft_warmup: missed goal: SFT format rate ≥ 95%"]
+    good = {**real, "accuracy_before": 0.60, "accuracy_after": 0.78, "gain_paired_points": [18.0, 14.0, 22.0]}
+    assert course.missed_goals("04_grpo_from_scratch", good) == []
+    small = {**good, "accuracy_after": 0.67, "gain_paired_points": [7.0, 4.0, 10.0]}
+    assert [m.split(": missed goal: ")[1][:28] for m in course.missed_goals("04_grpo_from_scratch", small)] == [
+        "GRPO accuracy ≥ SFT accuracy", "GRPO accuracy ≥ 76.5% (the f"]
+    unsure = {**good, "gain_paired_points": [18.0, -0.5, 36.0]}  # large, but its interval reaches zero
+    assert len(course.missed_goals("04_grpo_from_scratch", unsure)) == 1
+    bought = {**good, "accuracy_before": 0.30, "accuracy_after": 0.70, "gain_paired_points": [40.0, 35.0, 45.0]}
+    assert "76.5%" in course.missed_goals("04_grpo_from_scratch", bought)[0]  # a gain bought by a weak start
+    no_interval = {k: v for k, v in good.items() if k != "gain_paired_points"}
+    assert "gain_paired_points" in course.missed_goals("04_grpo_from_scratch", no_interval)[0]
     # a gain of exactly the goal's points counts as met, whatever floating point makes of the sum
-    assert course.missed_goals("04_grpo_from_scratch", {**real, "accuracy_before": 0.255, "accuracy_after": 0.285}) == []
     assert course.missed_goals("04_grpo_from_scratch", {**full, "accuracy_before": 0.01, "accuracy_after": 0.06}) == []
-    assert course.missed_goals("04_grpo_from_scratch", {**real, "accuracy_before": 0.7, "accuracy_after": 0.73}) == []
+    assert course.missed_goals("04_grpo_from_scratch", {**good, "accuracy_before": 0.685, "accuracy_after": 0.765}) == []
     # a metric the goal needs but the notebook did not write is a missed goal, not a crash (fail closed)
     no_format = {k: v for k, v in full.items() if k != "format_after"}
     assert course.missed_goals("04_grpo_from_scratch", {**no_format, "accuracy_after": 0.9}) == [

@@ -23,7 +23,7 @@ from benchmarks.figures import (
 README = (REPO / "README.md").read_text(encoding="utf-8")
 # a measured quantity: a number with a unit of time, speed, share or size (settings such as "lr 2e-5",
 # "8 × 6" or "≥ 65%" in a goal are written with a comparison sign or no unit, and are allowed)
-MEASURED = re.compile(r"(?<![≥≤<>±+\w])(?<![≥≤<>±+] )\d[\d,.]*\s?(%|s\b|min\b|GFLOP/s|tokens/s|MiB|GiB|points\b)")
+MEASURED = re.compile(r"(?<![≥≤<>±+\w.])(?<![≥≤<>±+] )\d[\d,.]*\s?(%|s\b|min\b|GFLOP/s|tokens/s|MiB|GiB|points\b)")
 
 
 def _row(model, phase, seconds, tokens, peak_gib, **settings):

@@ -153,3 +153,30 @@ def test_completion_loss_is_trls_sft_loss_on_the_completion_tokens(smollm_shaped
     # the Trainer's token count across accumulation steps divides the same sum
     assert torch.allclose(completion_loss(trainer.model, dict(batch), num_items_in_batch=10 ** 6),
                           ours * (batch["labels"][:, 1:] != -100).sum() / 10 ** 6, rtol=1e-5)
+
+
+def test_both_verdict_examples_teach_the_format_and_leave_the_verdict_a_coin():
+    from kimina_edu.sft import both_verdict_examples
+
+    entries = make_entries("syllogism", 40, SEEDS["sft"])
+    examples = both_verdict_examples(entries)
+    assert len(examples) == 2 * len(entries)
+    for entry, pair in zip(entries, zip(examples[::2], examples[1::2])):
+        texts = [ex["completion"][0]["content"] for ex in pair]
+        assert all(format_reward(t) == 1.0 for t in texts)
+        assert sorted(extract_answer(t) for t in texts) == ["No", "Yes"]  # one of each, whatever the truth
+        assert sorted(correctness_reward(extract_answer(t), entry) for t in texts) == [0.0, 1.0]
+        for t in texts:  # the trace's verdict and the answer agree
+            assert ("does not follow" in t) == (extract_answer(t) == "No")
+        assert pair[0]["prompt"] == pair[1]["prompt"]
+    with pytest.raises(ValueError, match="syllogism"):
+        both_verdict_examples(make_entries("propositional_logic", 2, SEEDS["sft"]))
+
+
+def test_the_default_recipe_hashes_as_it_did_and_a_both_verdict_recipe_apart():
+    from kimina_edu.sft import SFTRecipe, sft_adapter_dir
+
+    # the folder of the default recipe before SFTRecipe.verdicts existed (pocket and SmolLM2 presets)
+    assert sft_adapter_dir("base", SFTRecipe.preset("pocket")).name == "f9d7e81af58a"
+    assert sft_adapter_dir("base", SFTRecipe.preset("smollm2", verdicts="both")) != sft_adapter_dir(
+        "base", SFTRecipe.preset("smollm2"))
