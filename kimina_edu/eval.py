@@ -56,6 +56,27 @@ def mean_best_at_k(results: list[list[float]], k: int, seed: int = 42) -> float:
     return float(np.mean([best_at_k(r, k, seed=seed) for r in results]))
 
 
+def sampled_outcomes(model, tok, entries: list[dict[str, Any]], *, n: int, max_new_tokens: int, temperature: float,
+                     top_p: float = 1.0, min_p: float = 0.0, seed: int = 0, batch_questions: int = 16,
+                     matmul_dtype=None) -> list[list[int]]:
+    """Each question answered ``n`` times by sampling (``temperature`` 0: greedy), as 0/1 outcomes — what
+    :func:`mean_pass_at_k` takes. With a GRPO run's own sampler settings and ``n`` its group size, pass@n
+    is how often a group holds a right answer: what RL can reinforce, before it has learned anything."""
+    from kimina_edu.rewards import correctness_reward, extract_answer
+    from kimina_edu.rollouts import chat_prompt, generate
+
+    outcomes: list[list[int]] = []
+    for start in range(0, len(entries), batch_questions):
+        chunk = entries[start:start + batch_questions]
+        _, completions = generate(model, tok, [chat_prompt(tok, e["question"]) for e in chunk],
+                                  max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, min_p=min_p,
+                                  num_return_sequences=n, seed=seed + start, matmul_dtype=matmul_dtype)
+        texts = tok.batch_decode(completions, skip_special_tokens=True)
+        outcomes += [[int(correctness_reward(extract_answer(t), e) == 1.0) for t in texts[i * n:(i + 1) * n]]
+                     for i, e in enumerate(chunk)]
+    return outcomes
+
+
 def eval_questions(model_id: str) -> int:
     """How many held-out questions chapters 3–5 evaluate on ``model_id`` (the notebooks' ``N_EVAL=None``):
     400 for the pocket model; 200 for a real model (SmolLM2, hub ids, folders), whose greedy answers cost

@@ -91,3 +91,23 @@ def test_a_greedy_evaluation_is_read_back_only_for_the_same_weights_questions_an
     capsys.readouterr()
     ev.evaluate_policy(model, tok, questions, max_new_tokens=8, progress=False)
     assert "unreadable; evaluating again" in capsys.readouterr().out and len(counted) == 4
+
+
+def test_sampled_outcomes_are_each_questions_answers_scored(offline_private_cache):
+    from kimina_edu import eval as ev
+    from kimina_edu.models import load_policy
+    from kimina_edu.pocket import PocketRecipe
+    from kimina_edu.tasks import held_out
+
+    model, tok = load_policy("pocket", recipe=PocketRecipe.smoke(), seed=0, verbose=False)
+    questions = held_out("syllogism", 6)
+    sampled = ev.sampled_outcomes(model, tok, questions, n=4, max_new_tokens=24, temperature=1.0, seed=3,
+                                  batch_questions=4)  # two batches: 4 questions, then 2
+    assert [len(o) for o in sampled] == [4] * 6 and {x for o in sampled for x in o} <= {0, 1}
+    assert sampled == ev.sampled_outcomes(model, tok, questions, n=4, max_new_tokens=24, temperature=1.0, seed=3,
+                                          batch_questions=4)  # seeded
+    assert ev.mean_pass_at_k(sampled, 4) >= ev.mean_pass_at_k(sampled, 1)
+    # greedy, one answer each: the same verdicts the greedy evaluation scores
+    greedy = ev.sampled_outcomes(model, tok, questions, n=1, max_new_tokens=24, temperature=0.0)
+    scored = ev.evaluate_policy(model, tok, questions, max_new_tokens=24, progress=False)
+    assert sum(o[0] for o in greedy) / len(questions) == scored["accuracy"]
