@@ -395,7 +395,8 @@ class SFTRecipe:
     seed: int = 0
     data_seed: int = SEEDS["sft"]
     teacher: str = "rule-based"
-    verdicts: str = "right"  # "both": the format without the answer (:func:`both_verdict_examples`)
+    verdicts: str = "right"  # "both": the format without the answer (:func:`both_verdict_examples`); "half": the
+    # first half of the questions with their right verdict, the rest with both
     dev_target: float | None = None
     dev_questions: int = 200
     dev_from_epoch: int = 5
@@ -441,6 +442,16 @@ def sft_stop_record(adapter_dir: str | os.PathLike) -> dict[str, Any]:
         return {}
 
 
+def warmup_examples(recipe: SFTRecipe, entries: list[dict[str, Any]]) -> list[dict]:
+    """The rule-based teacher's examples for ``entries`` as ``recipe.verdicts`` asks: every question with its
+    right verdict ("right"), with both verdicts ("both"), or the first half right and the rest both ("half")."""
+    if recipe.verdicts not in ("right", "both", "half"):
+        raise ValueError(f"SFTRecipe.verdicts is 'right', 'both' or 'half', not {recipe.verdicts!r}")
+    right = {"right": len(entries), "both": 0, "half": len(entries) // 2}[recipe.verdicts]
+    examples = make_sft_examples(entries[:right])[0] if right else []
+    return examples + (both_verdict_examples(entries[right:]) if right < len(entries) else [])
+
+
 def sft_adapter_dir(base: str, recipe: SFTRecipe) -> Path:
     fields = asdict(recipe)
     if fields["verdicts"] == "right":  # the default hashes as before the field existed: cached adapters stay valid
@@ -480,10 +491,7 @@ def ensure_sft_adapter(model_id: str = "pocket", *, recipe: SFTRecipe | None = N
     def train(tmp: Path) -> None:
         print(f"no cached SFT adapter for {base}: training one now ({recipe.n_examples} examples, "
               f"{recipe.epochs} epochs, seed {recipe.seed})")
-        entries = make_entries(recipe.task, recipe.n_examples, recipe.data_seed)
-        if recipe.verdicts not in ("right", "both"):
-            raise ValueError(f"SFTRecipe.verdicts is 'right' or 'both', not {recipe.verdicts!r}")
-        examples = both_verdict_examples(entries) if recipe.verdicts == "both" else make_sft_examples(entries)[0]
+        examples = warmup_examples(recipe, make_entries(recipe.task, recipe.n_examples, recipe.data_seed))
         from kimina_edu.lora import lora_config
 
         stop = recipe.stop_rule()

@@ -180,3 +180,18 @@ def test_the_default_recipe_hashes_as_it_did_and_a_both_verdict_recipe_apart():
     assert sft_adapter_dir("base", SFTRecipe.preset("pocket")).name == "f9d7e81af58a"
     assert sft_adapter_dir("base", SFTRecipe.preset("smollm2", verdicts="both")) != sft_adapter_dir(
         "base", SFTRecipe.preset("smollm2"))
+
+
+@pytest.mark.parametrize("verdicts, n_right, n_both", [("right", 10, 0), ("both", 0, 10), ("half", 5, 5)])
+def test_the_warm_up_examples_follow_the_recipes_verdicts(verdicts, n_right, n_both):
+    from kimina_edu.sft import SFTRecipe, warmup_examples
+
+    entries = make_entries("syllogism", 10, SEEDS["sft"])
+    examples = warmup_examples(SFTRecipe.preset("smollm2", verdicts=verdicts), entries)
+    assert len(examples) == n_right + 2 * n_both
+    answers = [extract_answer(ex["completion"][0]["content"]) for ex in examples]
+    right = [correctness_reward(a, e) for a, e in zip(answers, entries[:n_right])]
+    assert right == [1.0] * n_right  # the right-verdict part comes first, every answer right
+    assert sorted(answers[n_right:]) == ["No"] * n_both + ["Yes"] * n_both
+    with pytest.raises(ValueError, match="verdicts"):
+        warmup_examples(SFTRecipe.preset("smollm2", verdicts="some"), entries)
