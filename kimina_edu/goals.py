@@ -41,17 +41,12 @@ LEARNING_GOALS: dict[str, list[tuple[str, Any]]] = {
 # the gain. Whether they hold is measured by `make robustness MODEL_ID=smollm2` (README's table).
 SMOLLM2_END_ACCURACY = 0.765
 
-
-def _interval_above_zero(m: dict[str, Any]) -> bool:
-    return m["gain_paired_points"][1] > 0
-
-
 SMOLLM2_GOALS: dict[str, list[tuple[str, Any]]] = {
     "03": [("SFT format rate ≥ 95%", lambda m: m["sft_format_rate"] >= 0.95)],
     "04": [("GRPO accuracy ≥ SFT accuracy + 8 points", lambda m: gain_points(m) >= 8),
            ("GRPO accuracy ≥ 76.5% (the full SFT's median alone, so a weaker warm-up cannot buy the gain)",
             lambda m: m["accuracy_after"] >= SMOLLM2_END_ACCURACY),
-           ("the gain's paired 95% interval above zero", _interval_above_zero)],
+           ("the gain's paired 95% interval above zero", lambda m: m["gain_paired_points"][1] > 0)],
 }
 GOALS = {"pocket": LEARNING_GOALS, "smollm2": SMOLLM2_GOALS}
 

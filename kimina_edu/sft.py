@@ -36,13 +36,20 @@ from kimina_edu.tasks import SEEDS, dev_split, make_entries, oracle_answer, teac
 # ---------------------------------------------------------------- rule-based teacher
 
 
-def rule_based_teacher(entry: dict[str, Any]) -> str:
+def rule_based_teacher(entry: dict[str, Any], valid: bool | None = None) -> str:
     """A correct ``<think>…</think><answer>…</answer>`` completion written from metadata.
 
     The trace restates the question (the forms and terms of each statement) and states the
-    verdict; see :func:`kimina_edu.tasks.teacher_trace`.
+    verdict; see :func:`kimina_edu.tasks.teacher_trace`. A syllogism's ``valid`` given: that verdict
+    and its answer instead, right or not.
     """
-    return f"<think>{teacher_trace(entry)}</think>\n<answer>{oracle_answer(entry)}</answer>"
+    answer = oracle_answer(entry) if valid is None else ("Yes" if valid else "No")
+    return f"<think>{teacher_trace(entry, valid)}</think>\n<answer>{answer}</answer>"
+
+
+def chat_example(entry: dict[str, Any], text: str) -> dict:
+    """One SFT example: ``entry``'s chat prompt and ``text`` as the assistant's completion."""
+    return {"prompt": chat_messages(entry["question"]), "completion": [{"role": "assistant", "content": text.strip()}]}
 
 
 def both_verdict_examples(entries: list[dict[str, Any]]) -> list[dict]:
@@ -52,10 +59,7 @@ def both_verdict_examples(entries: list[dict[str, Any]]) -> list[dict]:
     is then rewarded for (``SFTRecipe.verdicts="both"``)."""
     if any(e["metadata"]["source_dataset"] != "syllogism" for e in entries):
         raise ValueError("both-verdict examples need yes/no questions: only syllogism has them")
-    return [{"prompt": chat_messages(e["question"]),
-             "completion": [{"role": "assistant", "content":
-                             f"<think>{teacher_trace(e, valid)}</think>\n<answer>{'Yes' if valid else 'No'}</answer>"}]}
-            for e in entries for valid in (True, False)]
+    return [chat_example(e, rule_based_teacher(e, valid)) for e in entries for valid in (True, False)]
 
 
 # ---------------------------------------------------------------- hosted teacher
@@ -228,10 +232,7 @@ def make_sft_examples(entries: list[dict[str, Any]], teacher: OpenAITeacher | No
         elif correctness_reward(extract_answer(text), entry) < 1.0:
             report.dropped["wrong_answer"] += 1
         else:
-            examples.append({
-                "prompt": chat_messages(entry["question"]),
-                "completion": [{"role": "assistant", "content": text.strip()}],
-            })
+            examples.append(chat_example(entry, text))
     report.kept = len(examples)
     return examples, report
 
