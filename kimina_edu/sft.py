@@ -36,15 +36,16 @@ from kimina_edu.tasks import SEEDS, dev_split, make_entries, oracle_answer, teac
 # ---------------------------------------------------------------- rule-based teacher
 
 
-def rule_based_teacher(entry: dict[str, Any], valid: bool | None = None) -> str:
+def rule_based_teacher(entry: dict[str, Any], valid: bool | None = None, trace: str = "restate") -> str:
     """A correct ``<think>…</think><answer>…</answer>`` completion written from metadata.
 
     The trace restates the question (the forms and terms of each statement) and states the
-    verdict; see :func:`kimina_edu.tasks.teacher_trace`. A syllogism's ``valid`` given: that verdict
-    and its answer instead, right or not.
+    verdict; ``trace="derive"`` writes what follows about the claim's terms between the two. See
+    :func:`kimina_edu.tasks.teacher_trace`. A syllogism's ``valid`` given: that verdict and its
+    answer instead, right or not.
     """
     answer = oracle_answer(entry) if valid is None else ("Yes" if valid else "No")
-    return f"<think>{teacher_trace(entry, valid)}</think>\n<answer>{answer}</answer>"
+    return f"<think>{teacher_trace(entry, valid, trace)}</think>\n<answer>{answer}</answer>"
 
 
 def chat_example(entry: dict[str, Any], text: str) -> dict:
@@ -205,7 +206,7 @@ class OpenAITeacher:
 # ---------------------------------------------------------------- SFT data
 
 
-def make_sft_examples(entries: list[dict[str, Any]], teacher: OpenAITeacher | None = None):
+def make_sft_examples(entries: list[dict[str, Any]], teacher: OpenAITeacher | None = None, trace: str = "restate"):
     """Chat prompt/completion pairs for SFT, plus a :class:`TeacherReport`.
 
     A teacher answer is kept only if it has the exact format *and* the right answer: a
@@ -214,7 +215,7 @@ def make_sft_examples(entries: list[dict[str, Any]], teacher: OpenAITeacher | No
     if not entries:
         raise ValueError("make_sft_examples got no questions (N_SFT=0?): ask for at least one example")
     if teacher is None:
-        texts, report = [rule_based_teacher(e) for e in entries], TeacherReport("rule-based (offline)")
+        texts, report = [rule_based_teacher(e, trace=trace) for e in entries], TeacherReport("rule-based (offline)")
     else:
         texts, report = teacher.complete(entries), TeacherReport(f"{teacher.model} at {teacher.base_url}")
         report.failures = teacher.failure_summary()
@@ -398,6 +399,7 @@ class SFTRecipe:
     teacher: str = "rule-based"
     verdicts: str = "right"  # "both": the format without the answer (:func:`both_verdict_examples`); "half": the
     # first half of the questions with their right verdict, the rest with both
+    trace: str = "restate"  # "derive": what follows about the claim's terms before the verdict (tasks.teacher_trace)
     dev_target: float | None = None
     dev_questions: int = 200
     dev_from_epoch: int = 5
@@ -448,15 +450,19 @@ def warmup_examples(recipe: SFTRecipe, entries: list[dict[str, Any]]) -> list[di
     right verdict ("right"), with both verdicts ("both"), or the first half right and the rest both ("half")."""
     if recipe.verdicts not in ("right", "both", "half"):
         raise ValueError(f"SFTRecipe.verdicts is 'right', 'both' or 'half', not {recipe.verdicts!r}")
+    if recipe.trace != "restate" and recipe.verdicts != "right":
+        raise ValueError(f"SFTRecipe.trace={recipe.trace!r} states what follows, so its verdicts are the right ones "
+                         f"(verdicts='right'), not {recipe.verdicts!r}")
     right = {"right": len(entries), "both": 0, "half": len(entries) // 2}[recipe.verdicts]
-    examples = make_sft_examples(entries[:right])[0] if right else []
+    examples = make_sft_examples(entries[:right], trace=recipe.trace)[0] if right else []
     return examples + (both_verdict_examples(entries[right:]) if right < len(entries) else [])
 
 
 def sft_adapter_dir(base: str, recipe: SFTRecipe) -> Path:
     fields = asdict(recipe)
-    if fields["verdicts"] == "right":  # the default hashes as before the field existed: cached adapters stay valid
-        del fields["verdicts"]
+    for name, default in (("verdicts", "right"), ("trace", "restate")):
+        if fields[name] == default:  # a default hashes as before its field existed: cached adapters stay valid
+            del fields[name]
     return cache_dir() / "sft" / recipe_hash({"base": base, **fields})
 
 

@@ -154,16 +154,70 @@ def claim_read_rate(completions: list[str], entries: list[dict[str, Any]]) -> fl
     return sum(map(restates_claim, completions, entries)) / max(len(entries), 1)
 
 
-def teacher_trace(entry: dict[str, Any], valid: bool | None = None) -> str:
-    """The rule-based teacher's reasoning: the restatement, then the verdict from the metadata
-    (a syllogism's ``valid`` given: that verdict instead, right or not)."""
+_FORM_ORDER = ("all", "no", "some", "some-not")
+
+
+def what_follows(entry: dict[str, Any]) -> tuple[str, list[str]]:
+    """``("A C", ["all", "some"])``: the claim's two terms, lettered as :func:`restatement` letters them, and
+    the forms of statement about them (subject first, as in the claim) that follow from the premises.
+
+    Decided by reasoning-gym's own rules, the ones that made the question's verdict: a claim about the two
+    terms the premises do not share is a syllogism (``SyllogismDataset._is_valid_syllogism``); a claim about
+    one premise's terms, turned round, an inversion of that premise (``_check_logical_equivalence``). The
+    claim follows exactly when its form is in the list (tests/test_tasks.py checks this on 5,400 questions).
+    """
+    from reasoning_gym.logic.syllogisms import Quantifier, SyllogismDataset, Term
+
+    quantifier = {"all": Quantifier.ALL, "no": Quantifier.NO, "some": Quantifier.SOME, "some-not": Quantifier.SOME_NOT}
     meta = entry["metadata"]
-    if meta["source_dataset"] == "syllogism":
-        valid = meta["is_valid"] if valid is None else valid
-        verdict = "So the claim follows." if valid else "So the claim does not follow."
+    (f1, s1, p1), (f2, s2, p2), (_, sc, pc) = (syllogism_form(meta[k]) for k in ("premise1", "premise2", "conclusion"))
+    letters: dict[str, str] = {}
+    for term in (s1, p1, s2, p2, sc, pc):
+        if term not in letters:
+            letters[term] = "ABCDEF"[len(letters)]
+    term = {t: Term(t, t) for t in letters}
+
+    def statement(form: str, s: str, p: str):
+        return quantifier[form], term[s], term[p]
+
+    shared = {s1, p1} & {s2, p2}
+    if {sc, pc} == {s1, p1, s2, p2} - shared:
+        def follows(form: str) -> bool:
+            return SyllogismDataset._is_valid_syllogism(statement(f1, s1, p1), statement(f2, s2, p2), statement(form, sc, pc))
     else:
-        verdict = f"A statement they entail is {oracle_answer(entry)}."
-    return f"{restatement(entry)} {verdict}"
+        premise = (f1, s1, p1) if {sc, pc} == {s1, p1} else (f2, s2, p2)
+
+        def follows(form: str) -> bool:  # the method reads nothing of its instance
+            return SyllogismDataset._check_logical_equivalence(None, statement(*premise), statement(form, sc, pc))
+    return f"{letters[sc]} {letters[pc]}", [form for form in _FORM_ORDER if follows(form)]
+
+
+TRACES = ("restate", "derive")  # what the rule-based teacher writes before its verdict (SFTRecipe.trace)
+
+
+def teacher_trace(entry: dict[str, Any], valid: bool | None = None, trace: str = "restate") -> str:
+    """The rule-based teacher's reasoning: the restatement, then the verdict from the metadata
+    (a syllogism's ``valid`` given: that verdict instead, right or not).
+
+    ``trace="derive"`` (syllogisms): between the two, what follows about the claim's terms
+    (:func:`what_follows`) — "… Claim is some A C. What follows about A C: all, some. So the claim
+    follows." — so the verdict is read off the line above it.
+    """
+    if trace not in TRACES:
+        raise ValueError(f"the teacher writes a trace of {TRACES}, not {trace!r}")
+    meta = entry["metadata"]
+    steps = [restatement(entry)]
+    if meta["source_dataset"] == "syllogism":
+        if trace == "derive":
+            if valid is not None:
+                raise ValueError("a derived trace states what follows: its verdict cannot be chosen (valid=None)")
+            pair, forms = what_follows(entry)
+            steps.append(f"What follows about {pair}: {', '.join(forms) or 'nothing'}.")
+        valid = meta["is_valid"] if valid is None else valid
+        steps.append("So the claim follows." if valid else "So the claim does not follow.")
+    else:
+        steps.append(f"A statement they entail is {oracle_answer(entry)}.")
+    return " ".join(steps)
 
 
 def oracle_answer(entry: dict[str, Any]) -> str:

@@ -178,8 +178,9 @@ def test_the_default_recipe_hashes_as_it_did_and_a_both_verdict_recipe_apart():
 
     # the folder of the default recipe before SFTRecipe.verdicts existed (pocket and SmolLM2 presets)
     assert sft_adapter_dir("base", SFTRecipe.preset("pocket")).name == "f9d7e81af58a"
-    assert sft_adapter_dir("base", SFTRecipe.preset("smollm2", verdicts="both")) != sft_adapter_dir(
-        "base", SFTRecipe.preset("smollm2"))
+    for field in ({"verdicts": "both"}, {"trace": "derive"}):
+        assert sft_adapter_dir("base", SFTRecipe.preset("smollm2", **field)) != sft_adapter_dir(
+            "base", SFTRecipe.preset("smollm2"))
 
 
 @pytest.mark.parametrize("verdicts, n_right, n_both", [("right", 10, 0), ("both", 0, 10), ("half", 5, 5)])
@@ -195,3 +196,15 @@ def test_the_warm_up_examples_follow_the_recipes_verdicts(verdicts, n_right, n_b
     assert sorted(answers[n_right:]) == ["No"] * n_both + ["Yes"] * n_both
     with pytest.raises(ValueError, match="verdicts"):
         warmup_examples(SFTRecipe.preset("smollm2", verdicts="some"), entries)
+
+
+def test_a_derived_warm_up_teaches_right_verdicts_only():
+    from kimina_edu.sft import SFTRecipe, warmup_examples
+
+    entries = make_entries("syllogism", 10, SEEDS["sft"])
+    examples = warmup_examples(SFTRecipe.preset("smollm2", trace="derive"), entries)
+    texts = [ex["completion"][0]["content"] for ex in examples]
+    assert all("What follows about " in t for t in texts)
+    assert [correctness_reward(extract_answer(t), e) for t, e in zip(texts, entries)] == [1.0] * 10
+    with pytest.raises(ValueError, match="verdicts='right'"):
+        warmup_examples(SFTRecipe.preset("smollm2", trace="derive", verdicts="both"), entries)

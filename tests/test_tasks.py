@@ -2,7 +2,17 @@
 
 import pytest
 
-from kimina_edu.tasks import held_out, make_entries, premises_only_accuracy, restatement, restates_claim
+from kimina_edu.tasks import (
+    SEEDS,
+    held_out,
+    make_entries,
+    premises_only_accuracy,
+    restatement,
+    restates_claim,
+    syllogism_form,
+    teacher_trace,
+    what_follows,
+)
 
 
 def _syllogism(premise1: str, premise2: str, conclusion: str, valid: bool) -> dict:
@@ -68,3 +78,28 @@ def test_on_the_claim_balanced_questions_ignoring_the_claim_scores_one_half():
     assert 150 < len(balanced) < 400 and premises_only_accuracy(questions, questions) > 0.7
     assert premises_only_accuracy(balanced, balanced) == 0.5
     assert sum(e["answer"] == "Yes" for e in balanced) * 2 == len(balanced)
+
+
+def test_the_claim_follows_exactly_when_its_form_is_among_what_follows():
+    entries = make_entries("syllogism", 2000, SEEDS["rl"]) + held_out()
+    kinds = set()
+    for e in entries:
+        pair, forms = what_follows(e)
+        kinds.add(pair)
+        claim_form = syllogism_form(e["metadata"]["conclusion"])[0]
+        assert (claim_form in forms) == e["metadata"]["is_valid"], (e["question"], pair, forms)
+    assert kinds == {"A C", "B A", "C B"}  # syllogisms, and inversions of either premise
+
+
+def test_a_derived_trace_states_what_follows_before_the_verdict():
+    entry = next(e for e in held_out() if what_follows(e)[1] and e["metadata"]["type"] == "syllogism")
+    pair, forms = what_follows(entry)
+    text = teacher_trace(entry, trace="derive")
+    assert text.startswith(restatement(entry) + f" What follows about {pair}: {', '.join(forms)}. So the claim ")
+    assert teacher_trace(entry) == text.replace(f" What follows about {pair}: {', '.join(forms)}.", "")
+    nothing = next(e for e in held_out() if not what_follows(e)[1])
+    assert "What follows about A C: nothing. So the claim does not follow." in teacher_trace(nothing, trace="derive")
+    with pytest.raises(ValueError, match="cannot be chosen"):
+        teacher_trace(entry, valid=True, trace="derive")
+    with pytest.raises(ValueError, match="trace"):
+        teacher_trace(entry, trace="long")
