@@ -4,11 +4,14 @@ course's learning figures are stated as ranges, and every learning goal is check
 Each run is what the notebooks do, through the same presets (``SFTRecipe.preset``,
 ``TrainConfig.preset``) and the shipped pocket model: the LoRA SFT warm-up with the run's seed →
 held-out accuracy (400 questions, greedy, chapter 3's 96 tokens) → GRPO from scratch with the
-run's seed → held-out accuracy → chapter 5's TRL run (``GRPOTrainer``, the first
+run's seed → held-out accuracy, the gain paired over the same questions with its 95% interval, and the same
+on a fresh draw of 400 questions no chapter touches (``tasks.fresh_draw``) → chapter 5's TRL run (``GRPOTrainer``, the first
 ``trl_bridge.compare_steps`` of chapter 4's steps) → held-out accuracy, compared with ours at that step on
 chapter 4's in-run questions (the whole runs on all 400 when it is all of them). The only difference
 from notebook 04: no held-out evaluation *during* training but that one (greedy evaluation changes
-nothing the run learns, and costs time; its seconds are not counted in GRPO's).
+nothing the run learns, and costs time; its seconds are not counted in GRPO's). Each run's trained policy
+is kept in runs/robustness[-MODEL]/seedS-tT/: the warm-up's adapter (``sft_adapter``) and GRPO's (``policy``),
+with ``policy.json`` saying how to rebuild it (``models.save_policy``).
 
 Each run is its own process (a thread count is fixed per process); two run side by side, one
 thread each, which is also how a 2-core machine finishes them fastest. Seed 0 then runs once more
@@ -26,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -36,21 +40,32 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "runs" / "robustness.json"
 SFT_EVAL_TOKENS = 96  # notebook 03's MAX_NEW_TOKENS
+N_EVAL = 400  # held-out questions, and as many of the fresh draw: a gain of 8 points is then ~4 standard errors
 
 
 def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dict | None = None,
-            model_id: str = "pocket") -> dict:
-    """One seed's chapters 3 → 4 → 5 in this process; returns the figures the goals judge."""
+            model_id: str = "pocket", run_dir: str | os.PathLike | None = None) -> dict:
+    """One seed's chapters 3 → 4 → 5 in this process; returns the figures the goals judge. The trained policy
+    is kept under ``run_dir`` (default: beside the results file, runs/robustness[-MODEL]/)."""
     import torch
     from trl import GRPOTrainer as TRLGRPOTrainer
 
-    from kimina_edu.eval import eval_questions, evaluate_policy, in_run_questions
+    from kimina_edu.eval import evaluate_policy, in_run_questions, scored
     from kimina_edu.lora import lora_config
-    from kimina_edu.models import load_policy
+    from kimina_edu.models import load_policy, save_policy
     from kimina_edu.probes import ProbeSet, probe_summary, shift_summary
+    from kimina_edu.record import paired_gain
     from kimina_edu.runtime import use_progress_bar
     from kimina_edu.sft import SFTRecipe, ensure_sft_adapter, sft_stop_record
-    from kimina_edu.tasks import SEEDS, claim_read_rate, held_out, make_entries, premises_only_accuracy
+    from kimina_edu.tasks import (
+        SEEDS,
+        claim_balanced,
+        claim_read_rate,
+        fresh_draw,
+        held_out,
+        make_entries,
+        premises_only_accuracy,
+    )
     from kimina_edu.train_config import TrainConfig
     from kimina_edu.trainer import GRPOTrainer, read_log, reward_at_ends
     from kimina_edu.trl_bridge import (
@@ -64,7 +79,8 @@ def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dic
     row: dict = {"seed": seed, "threads": torch.get_num_threads(), "model": model_id}
     recipe = SFTRecipe.preset(model_id, seed=seed, **(sft or {}))
     cfg = TrainConfig.preset(model_id, seed=seed, eval_every=0, **(grpo or {}))
-    eval_entries = held_out(cfg.task, eval_questions(model_id))
+    eval_entries, fresh_entries = held_out(cfg.task, N_EVAL), fresh_draw(cfg.task, N_EVAL)
+    balanced = [i for i, e in enumerate(eval_entries) if id(e) in {id(b) for b in claim_balanced(eval_entries)}]
     train_entries = make_entries(cfg.task, 5000, SEEDS["rl"])
     row["premises_only"] = premises_only_accuracy(eval_entries, train_entries)  # the shortcut's ceiling
 
@@ -75,22 +91,31 @@ def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dic
     row["sft_epochs"] = checks[-1]["epoch"] if checks else recipe.epochs
     model, tok = load_policy(base, adapter=adapter, verbose=False)
     r = evaluate_policy(model, tok, eval_entries, max_new_tokens=SFT_EVAL_TOKENS, progress=False, keep_completions=True)
-    row.update(sft_accuracy=r["accuracy"], sft_format_rate=r["format_rate"],
+    row.update(n_eval=len(eval_entries), sft_accuracy=r["accuracy"], sft_format_rate=r["format_rate"],
                claim_read_sft=claim_read_rate(r["completions"], eval_entries))
     if until == "sft":
         return row
 
+    def greedy(entries: list[dict]) -> tuple[dict, list[float]]:
+        result = evaluate_policy(model, tok, entries, max_new_tokens=cfg.max_new_tokens, progress=False,
+                                 keep_completions=True)
+        return result, scored(result["completions"], entries)
+
+    keep = Path(run_dir or _results(model_id).with_suffix("")) / f"seed{seed}-t{row['threads']}"
+    shutil.rmtree(keep, ignore_errors=True)
+    shutil.copytree(adapter, keep / "sft_adapter")
     with tempfile.TemporaryDirectory() as tmp:
         model, tok = load_policy(base, adapter=adapter, lora=lora_config(), seed=seed, verbose=False)
         if cfg.max_new_tokens == SFT_EVAL_TOKENS:  # the same greedy evaluation as chapter 3's (a zero LoRA on top)
-            row["grpo_before"] = row["sft_accuracy"]
+            right_before = scored(r["completions"], eval_entries)
         else:
-            row["grpo_before"] = evaluate_policy(model, tok, eval_entries, max_new_tokens=cfg.max_new_tokens,
-                                                 progress=False)["accuracy"]
+            right_before = greedy(eval_entries)[1]
+        row["grpo_before"] = sum(right_before) / len(right_before)
+        fresh_right_before = greedy(fresh_entries)[1]
         # chapter 4's probes: drawn as its section 2 draws them, recorded as often as the notebook records them
         notebook_eval_every = TrainConfig.preset(model_id, seed=seed, **(grpo or {})).eval_every
         probes = ProbeSet.sample(model, tok, cfg, train_entries, every=max(1, notebook_eval_every // 5))
-        trainer = GRPOTrainer(model, tok, cfg, train_entries=train_entries, output_dir=f"{tmp}/ours", progress=False,
+        trainer = GRPOTrainer(model, tok, cfg, train_entries=train_entries, output_dir=keep / "grpo", progress=False,
                               probes=probes)
         # chapter 5 compares TRL with chapter 4 at step `n_compare` on the questions chapter 4 checks during its run;
         # greedy evaluation draws no random numbers, so evaluating here leaves the run as it was
@@ -110,8 +135,15 @@ def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dic
         row.update(probe_summary(read_log(trainer.probe_path)))
         row.update(shift_summary(log))
         row["guard_stopped"] = getattr(trainer, "guard_stopped", None)
-        after = evaluate_policy(model, tok, eval_entries, max_new_tokens=cfg.max_new_tokens, progress=False,
-                                keep_completions=True)
+        policy = save_policy(model, keep / "policy", base=base, merged=[keep / "sft_adapter"])
+        (keep / "policy.json").write_text(json.dumps(policy, indent=1))
+        after, right_after = greedy(eval_entries)
+        fresh_right_after = greedy(fresh_entries)[1]
+        row.update(grpo_gain_paired=list(paired_gain(right_before, right_after)),
+                   balanced_gain_paired=list(paired_gain([right_before[i] for i in balanced],  # ignoring the claim: 50%
+                                                         [right_after[i] for i in balanced])),
+                   fresh_before=sum(fresh_right_before) / N_EVAL, fresh_after=sum(fresh_right_after) / N_EVAL,
+                   fresh_gain_paired=list(paired_gain(fresh_right_before, fresh_right_after)))
         row["claim_read_after"] = claim_read_rate(after["completions"], eval_entries)
         row["reward_first"], row["reward_last"] = reward_at_ends(log)
         row.update(grpo_after=after["accuracy"], grpo_format_rate=after["format_rate"], grpo_steps=len(log),
@@ -142,15 +174,30 @@ def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dic
 
 # What every run must show (the course's LEARNING_GOALS, plus chapter 5's comparison over seeds).
 def goals_missed(row: dict) -> list[str]:
+    """The goals ``row`` misses; chapter 4's are judged again on the fresh draw where the row has one (a missing
+    figure a goal needs is a miss, as in ``goals.missed_goals``)."""
     from kimina_edu.course import GOALS
 
     metrics = {"03": {"sft_accuracy": row["sft_accuracy"], "sft_format_rate": row["sft_format_rate"]}}
     if "grpo_after" in row:
         metrics["04"] = {"accuracy_before": row["grpo_before"], "accuracy_after": row["grpo_after"],
+                         "gain_paired_points": row.get("grpo_gain_paired"),
                          "grpo_seconds": row["grpo_seconds"], "format_after": row["grpo_format_rate"],
                          "shift_pos_mean": row.get("shift_pos_mean"), "shift_neg_mean": row.get("shift_neg_mean")}
-    return [text for nb, checks in GOALS[row.get("model", "pocket")].items() if nb in metrics
-            for text, met in checks if not met(metrics[nb])]
+        if "fresh_after" in row:
+            metrics["04 (fresh draw)"] = {**metrics["04"], "accuracy_before": row["fresh_before"],
+                                          "accuracy_after": row["fresh_after"],
+                                          "gain_paired_points": row["fresh_gain_paired"]}
+    missed = []
+    for part, m in metrics.items():
+        for text, met in GOALS[row.get("model", "pocket")].get(part[:2], []):
+            try:
+                ok = met(m)
+            except (KeyError, TypeError):
+                ok = False
+            if not ok:
+                missed.append(text + part[2:])
+    return missed
 
 
 PCT, PTS, NUM = "{:.1%}".format, lambda v: f"{100 * v:+.1f}", "{:.0f}".format  # points: differences of rates
@@ -158,7 +205,12 @@ FIGURES = [("sft_epochs", "03 SFT epochs run", NUM), ("sft_accuracy", "03 SFT ac
            ("sft_format_rate", "03 SFT format rate", PCT), ("claim_read_sft", "03 claim restated right", PCT),
            ("reward_rise", "04 sampled reward, last − first quarter of steps", "{:+.2f}".format),
            ("grpo_after", "04 accuracy after GRPO", PCT), ("claim_read_after", "04 claim restated right after", PCT),
-           ("grpo_gain", "04 GRPO gain (points)", PTS), ("grpo_steps", "04 steps run", NUM),
+           ("grpo_gain", "04 GRPO gain (points)", PTS),
+           ("grpo_gain_paired", "04 GRPO gain, paired 95% interval (points)", None),
+           ("balanced_gain_paired", "04 the same on the claim-balanced questions (points)", None),
+           ("fresh_before", "04 fresh draw: accuracy before GRPO", PCT), ("fresh_after", "04 fresh draw: after", PCT),
+           ("fresh_gain_paired", "04 fresh draw: gain, paired 95% interval (points)", None),
+           ("grpo_steps", "04 steps run", NUM),
            ("grpo_skipped", "04 steps skipped (no signal)", NUM), ("grpo_seconds", "04 GRPO seconds", NUM),
            ("probe_fork_high_rise", "04 probe, from the fork on: rise of the rewarded completions (nats)", "{:+.2f}".format),
            ("probe_fork_low_rise", "04 probe, from the fork on: rise of the penalised completions (nats)", "{:+.2f}".format),
@@ -177,7 +229,15 @@ def table(rows: list[dict]) -> str:
     lines = ["| figure | min | median | max | runs |", "|---|---|---|---|---|"]
     for key, label, fmt in FIGURES:
         vals = [r[key] for r in rows if r.get(key) is not None]
-        if vals:
+        if vals and fmt is None:  # a gain with its interval per run: the smallest and largest gain with theirs
+            vals.sort()
+
+            def interval(v: list[float]) -> str:
+                return f"{v[0]:+.1f} [{v[1]:+.1f}, {v[2]:+.1f}]"
+
+            lines.append(f"| {label} | {interval(vals[0])} | {statistics.median(v[0] for v in vals):+.1f} | "
+                         f"{interval(vals[-1])} | {len(vals)} |")
+        elif vals:
             lo, mid, hi = min(vals), statistics.median(vals), max(vals)
             lines.append(f"| {label} | {fmt(lo)} | {fmt(mid)} | {fmt(hi)} | {len(vals)} |")
     notes = []
@@ -206,14 +266,15 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def _child(seed: int, threads: int, cache: str | None, until: str, out: Path, sets: dict, model: str) -> subprocess.Popen:
+def _child(seed: int, threads: int, cache: str | None, until: str, out: Path, sets: dict, model: str,
+           run_dir: Path) -> subprocess.Popen:
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
            "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
     if cache:
         env["KIMINA_EDU_CACHE"] = cache
     code = (f"import json, torch; torch.set_num_threads({threads}); from benchmarks.robustness import run_one; "
             f"open({str(out)!r}, 'w').write(json.dumps(run_one({seed}, until={until!r}, sft={sets['sft']!r}, "
-            f"grpo={sets['grpo']!r}, model_id={model!r})))")
+            f"grpo={sets['grpo']!r}, model_id={model!r}, run_dir={str(run_dir)!r})))")
     return subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
                             stderr=open(out.with_suffix(".log"), "w"))
 
@@ -238,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help="results file (default runs/robustness.json; runs/robustness-smollm2.json)")
     parser.add_argument("--table", action="store_true", help="print the table of --out and exit")
     args = parser.parse_args(argv)
-    out = Path(args.out) if args.out else OUT if args.model == "pocket" else OUT.with_name(f"robustness-{args.model}.json")
+    out = Path(args.out) if args.out else _results(args.model)
     sets: dict = {"sft": {}, "grpo": {}}
     for item in args.set:
         key, _, value = item.partition("=")
@@ -273,7 +334,8 @@ def main(argv: list[str] | None = None) -> int:
         while jobs and len(running) < args.parallel and (jobs[0][1] == threads or not running):
             seed, n, cache = jobs.pop(0)
             path = work / f"seed{seed}-t{n}.json"
-            running.append((seed, n, path, _child(seed, n, cache, args.until, path, sets, args.model)))
+            running.append((seed, n, path, _child(seed, n, cache, args.until, path, sets, args.model,
+                                                   out.with_suffix(""))))
             if n != threads:
                 break  # a run on every core runs alone
         time.sleep(2)
@@ -298,6 +360,11 @@ def main(argv: list[str] | None = None) -> int:
     print("\n" + table(sorted(rows, key=lambda r: (r["seed"], -r["threads"]))))
     missed = [m for r in rows for m in goals_missed(r)]
     return 1 if missed or len({r["seed"] for r in rows}) < len(set(args.seeds)) else 0
+
+
+def _results(model: str) -> Path:
+    """The results file of ``model``'s runs (their policies in the folder of the same name)."""
+    return OUT if model == "pocket" else OUT.with_name(f"robustness-{model}.json")
 
 
 def _write(out: Path, rows: list[dict], sets: dict, until: str, seconds: float) -> None:

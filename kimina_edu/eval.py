@@ -77,6 +77,16 @@ def sampled_outcomes(model, tok, entries: list[dict[str, Any]], *, n: int, max_n
     return outcomes
 
 
+def scored(completions: list[str], entries: list[dict[str, Any]]) -> list[float]:
+    """Each completion's correctness (1.0 or 0.0) against its entry, in order: the per-question scores a paired
+    gain (``record.paired_gain``) compares."""
+    from kimina_edu.rewards import correctness_reward, extract_answer
+
+    if len(completions) != len(entries):
+        raise ValueError(f"scored needs one completion per question, got {len(completions)} for {len(entries)}")
+    return [correctness_reward(extract_answer(t), e) for t, e in zip(completions, entries)]
+
+
 def eval_questions(model_id: str) -> int:
     """How many held-out questions chapters 3–5 evaluate on ``model_id`` (the notebooks' ``N_EVAL=None``):
     400 for the pocket model; 200 for a real model (SmolLM2, hub ids, folders), whose greedy answers cost

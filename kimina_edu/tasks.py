@@ -18,7 +18,7 @@ TASK_CONFIGS: dict[str, dict[str, Any]] = {"syllogism": {"invalid_ratio": 0.5}, 
 
 # Disjoint seeds: the pocket model's corpus, the SFT examples, the RL questions and the
 # held-out evaluation never come from the same generator stream.
-SEEDS = {"pretrain": 1234, "sft": 7, "rl": 31337, "eval": 999_001, "dev": 424_242}
+SEEDS = {"pretrain": 1234, "sft": 7, "rl": 31337, "eval": 999_001, "dev": 424_242, "fresh": 20_261_207}
 
 
 def make_entries(task: str, n: int, seed: int) -> list[dict[str, Any]]:
@@ -38,6 +38,18 @@ def dev_split(task: str = "syllogism", n: int = 200) -> list[dict[str, Any]]:
     Questions that also occur in the held-out split are dropped."""
     test = {e["question"] for e in held_out(task)}
     return [e for e in make_entries(task, n, SEEDS["dev"]) if e["question"] not in test]
+
+
+def fresh_draw(task: str = "syllogism", n: int = 400) -> list[dict[str, Any]]:
+    """``n`` questions from a generator stream no chapter touches, none of which also occurs among the SFT
+    examples, the RL questions, the dev split or :func:`held_out` — a second held-out set on which a gain
+    measured on the first is checked (`make robustness`)."""
+    seen = {e["question"] for split in (make_entries(task, 5000, SEEDS["rl"]), make_entries(task, 1000, SEEDS["sft"]),
+                                        make_entries(task, 1000, SEEDS["dev"]), held_out(task, 1000)) for e in split}
+    fresh = [e for e in make_entries(task, 2 * n, SEEDS["fresh"]) if e["question"] not in seen]
+    if len(fresh) < n:
+        raise ValueError(f"only {len(fresh)} of {2 * n} fresh {task} questions are new: ask for fewer than {n}")
+    return fresh[:n]
 
 
 _FORMS = (

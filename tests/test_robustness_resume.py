@@ -21,3 +21,32 @@ def test_rows_are_kept_as_they_land_and_resumed_only_for_the_same_model_recipe_a
     assert "other recipe changes" in capsys.readouterr().out
     out.write_text("{torn")
     assert _kept_rows(out, "smollm2", sets, "sft") == []
+
+
+def _smollm2_row(**figures) -> dict:
+    row = {"seed": 0, "threads": 1, "model": "smollm2", "sft_accuracy": 0.66, "sft_format_rate": 1.0,
+           "grpo_before": 0.66, "grpo_after": 0.80, "grpo_gain_paired": [14.0, 9.5, 18.5], "grpo_seconds": 900,
+           "grpo_format_rate": 1.0, "fresh_before": 0.67, "fresh_after": 0.79, "fresh_gain_paired": [12.0, 7.0, 17.0]}
+    return {**row, **figures}
+
+
+def test_smollm2_runs_are_judged_on_the_held_out_questions_and_again_on_the_fresh_draw():
+    from benchmarks.robustness import goals_missed
+
+    assert goals_missed(_smollm2_row()) == []
+    missed = goals_missed(_smollm2_row(fresh_after=0.74, fresh_gain_paired=[7.0, 2.0, 12.0]))
+    assert len(missed) == 2 and all(m.endswith("(fresh draw)") for m in missed)
+    assert any("interval" in m for m in goals_missed(_smollm2_row(grpo_gain_paired=[14.0, -0.5, 28.5])))
+    row = _smollm2_row()
+    del row["grpo_gain_paired"]  # a row from before intervals were kept: the goal is missed, not skipped
+    assert any("interval" in m for m in goals_missed(row))
+
+
+def test_the_table_shows_each_runs_gain_with_its_interval():
+    from benchmarks.robustness import table
+
+    rows = [_smollm2_row(), _smollm2_row(seed=1, grpo_gain_paired=[9.0, 3.0, 15.0]),
+            _smollm2_row(seed=2, grpo_gain_paired=[20.0, 15.0, 25.0])]
+    line = next(x for x in table(rows).splitlines() if x.startswith("| 04 GRPO gain, paired"))
+    assert line == "| 04 GRPO gain, paired 95% interval (points) | +9.0 [+3.0, +15.0] | +14.0 | +20.0 [+15.0, +25.0] | 3 |"
+    assert "every goal met in every run" in table(rows)
