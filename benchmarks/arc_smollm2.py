@@ -4,10 +4,10 @@ trying warm-ups and GRPO settings (not part of `make bench`: tens of minutes a r
     python benchmarks/arc_smollm2.py NAME [sft_KEY=VALUE ...] [n_eval=400] [KEY=VALUE ...]
 
 ``sft_KEY=VALUE`` overrides a field of ``SFTRecipe.preset("smollm2")`` (``sft_epochs=1``: a warm-up of one
-epoch; the adapter is cached by recipe); any other ``KEY=VALUE`` a field of ``TrainConfig.preset("smollm2")``.
+epoch; ``sft_trace=derive``: traces that state what follows before the verdict; the adapter is cached by recipe); any other ``KEY=VALUE`` a field of ``TrainConfig.preset("smollm2")``.
 Held-out greedy accuracy and format on ``n_eval`` questions before and after GRPO, the paired gain with its
 95% interval (``record.paired_gain``), the share of answers that restate the claim right
-(``tasks.claim_read_rate``), the gain on the claim-balanced part (``tasks.claim_balanced``: where ignoring
+(``tasks.claim_read_rate``), the share whose answer is the verdict their own trace states, the gain on the claim-balanced part (``tasks.claim_balanced``: where ignoring
 the claim scores 50%); the per-step log in runs/arc/NAME/log.jsonl, the trained LoRA in runs/arc/NAME/policy,
 a summary line at the end (also runs/arc/NAME/summary.json).
 ``KIMINA_EDU_PRECISION=fp32`` runs the fp32 path.
@@ -36,6 +36,14 @@ from kimina_edu.train_config import TrainConfig
 from kimina_edu.trainer import GRPOTrainer
 
 
+def answers_its_trace(completion: str) -> bool:
+    """Whether the completion answers "Yes" after a trace ending "So the claim follows." (or "No" after "does not
+    follow"): its answer read off its own reasoning, right or wrong."""
+    think = completion.split("</think>")[0]
+    said = "No" if "So the claim does not follow" in think else "Yes" if "So the claim follows" in think else None
+    return said is not None and extract_answer(completion) == said
+
+
 def main(name: str, *pairs: str) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     args = {k: _value(v) for k, v in (p.split("=", 1) for p in pairs)}
@@ -50,13 +58,14 @@ def main(name: str, *pairs: str) -> None:
     def scores(model, tok):
         out = evaluate_policy(model, tok, entries, max_new_tokens=96, keep_completions=True, progress=False)
         right = [correctness_reward(extract_answer(t), e) for t, e in zip(out["completions"], entries)]
-        return right, sum(map(format_reward, out["completions"])) / len(entries), claim_read_rate(out["completions"], entries)
+        return (right, sum(map(format_reward, out["completions"])) / len(entries), claim_read_rate(out["completions"], entries),
+                sum(map(answers_its_trace, out["completions"])) / len(entries))
 
     cfg = TrainConfig.preset("smollm2", **args)
     model, tok = load_policy(base, adapter=adapter, lora=lora_config(), seed=cfg.seed, verbose=False)
-    before, format_before, read_before = scores(model, tok)
-    print(f"warm-up: accuracy {sum(before) / n_eval:.3f}, format {format_before:.3f}, claim restated right {read_before:.3f} "
-          f"({time.perf_counter() - start:.0f} s)", flush=True)
+    before, format_before, read_before, agree_before = scores(model, tok)
+    print(f"warm-up: accuracy {sum(before) / n_eval:.3f}, format {format_before:.3f}, claim restated right {read_before:.3f}, "
+          f"answer as the trace concludes {agree_before:.3f} ({time.perf_counter() - start:.0f} s)", flush=True)
     out = Path("runs/arc") / name
     shutil.rmtree(out, ignore_errors=True)
     trainer = GRPOTrainer(model, tok, cfg, output_dir=out, progress=False)
@@ -71,12 +80,13 @@ def main(name: str, *pairs: str) -> None:
     log = trainer.train(report)
     grpo_seconds = time.perf_counter() - grpo_start
     model.save_pretrained(out / "policy")
-    after, format_after, read_after = scores(model, tok)
+    after, format_after, read_after, agree_after = scores(model, tok)
     on_balanced = [(b, a) for (b, a), e in zip(zip(before, after), entries) if id(e) in balanced]
     summary = {"name": name, "sft": sft_args, "config": args, "questions": n_eval,
                "before": sum(before) / n_eval, "after": sum(after) / n_eval,
                "gain_points": paired_gain(before, after), "format_before": format_before, "format_after": format_after,
                "claim_read_before": read_before, "claim_read_after": read_after,
+               "answers_its_trace_before": agree_before, "answers_its_trace_after": agree_after,
                "balanced_questions": len(on_balanced),
                "balanced_gain_points": paired_gain([b for b, _ in on_balanced], [a for _, a in on_balanced]),
                "steps": len(log), "rollouts": len(log) * cfg.questions_per_batch * cfg.group_size,

@@ -37,6 +37,8 @@ def test_smollm2_runs_are_judged_on_the_held_out_questions_and_again_on_the_fres
     missed = goals_missed(_smollm2_row(fresh_after=0.74, fresh_gain_paired=[7.0, 2.0, 12.0]))
     assert len(missed) == 2 and all(m.endswith("(fresh draw)") for m in missed)
     assert any("interval" in m for m in goals_missed(_smollm2_row(grpo_gain_paired=[14.0, -0.5, 28.5])))
+    pocket = _smollm2_row(model="pocket", grpo_seconds=500, fresh_after=0.60, shift_pos_mean=-0.1, shift_neg_mean=0.1)
+    assert [m.endswith("(fresh draw)") for m in goals_missed(pocket)] == [False, True], "a goal not on accuracy is judged once"
     row = _smollm2_row()
     del row["grpo_gain_paired"]  # a row from before intervals were kept: the goal is missed, not skipped
     assert any("interval" in m for m in goals_missed(row))
