@@ -24,11 +24,11 @@ from pathlib import Path
 
 from tune_chapter4 import _value  # run as a script from the repository: benchmarks/ is on the path
 
-from kimina_edu.eval import evaluate_policy
+from kimina_edu.eval import evaluate_policy, scored
 from kimina_edu.lora import lora_config
 from kimina_edu.models import load_policy
 from kimina_edu.record import paired_gain
-from kimina_edu.rewards import correctness_reward, extract_answer, format_reward
+from kimina_edu.rewards import extract_answer, format_reward
 from kimina_edu.runtime import calibration_line
 from kimina_edu.sft import SFTRecipe, ensure_sft_adapter
 from kimina_edu.tasks import claim_balanced, claim_read_rate, held_out
@@ -57,8 +57,7 @@ def main(name: str, *pairs: str) -> None:
 
     def scores(model, tok):
         out = evaluate_policy(model, tok, entries, max_new_tokens=96, keep_completions=True, progress=False)
-        right = [correctness_reward(extract_answer(t), e) for t, e in zip(out["completions"], entries)]
-        return (right, sum(map(format_reward, out["completions"])) / len(entries), claim_read_rate(out["completions"], entries),
+        return (scored(out["completions"], entries), sum(map(format_reward, out["completions"])) / len(entries), claim_read_rate(out["completions"], entries),
                 sum(map(answers_its_trace, out["completions"])) / len(entries))
 
     cfg = TrainConfig.preset("smollm2", **args)

@@ -80,7 +80,8 @@ def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dic
     recipe = SFTRecipe.preset(model_id, seed=seed, **(sft or {}))
     cfg = TrainConfig.preset(model_id, seed=seed, eval_every=0, **(grpo or {}))
     eval_entries, fresh_entries = held_out(cfg.task, N_EVAL), fresh_draw(cfg.task, N_EVAL)
-    balanced = [i for i, e in enumerate(eval_entries) if id(e) in {id(b) for b in claim_balanced(eval_entries)}]
+    on_balanced = {id(b) for b in claim_balanced(eval_entries)}
+    balanced = [i for i, e in enumerate(eval_entries) if id(e) in on_balanced]
     train_entries = make_entries(cfg.task, 5000, SEEDS["rl"])
     row["premises_only"] = premises_only_accuracy(eval_entries, train_entries)  # the shortcut's ceiling
 
