@@ -11,6 +11,11 @@ Held-out greedy accuracy and format on ``n_eval`` questions before and after GRP
 the claim scores 50%); the per-step log in runs/arc/NAME/log.jsonl, the trained LoRA in runs/arc/NAME/policy,
 a summary line at the end (also runs/arc/NAME/summary.json).
 ``KIMINA_EDU_PRECISION=fp32`` runs the fp32 path.
+
+    python benchmarks/arc_smollm2.py --fresh NAME [n_eval=400]
+
+evaluates run NAME's warm-up and its trained policy on the fresh draw (``tasks.fresh_draw``: questions no
+chapter touches), paired, and adds the figures to its summary.json.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from kimina_edu.record import paired_gain
 from kimina_edu.rewards import extract_answer, format_reward
 from kimina_edu.runtime import calibration_line
 from kimina_edu.sft import SFTRecipe, ensure_sft_adapter
-from kimina_edu.tasks import claim_balanced, claim_read_rate, held_out
+from kimina_edu.tasks import claim_balanced, claim_read_rate, fresh_draw, held_out
 from kimina_edu.train_config import TrainConfig
 from kimina_edu.trainer import GRPOTrainer
 
@@ -95,5 +100,35 @@ def main(name: str, *pairs: str) -> None:
     print(json.dumps(summary), flush=True)
 
 
+def fresh(name: str, *pairs: str) -> None:
+    """Run ``name``'s warm-up and trained policy (runs/arc/NAME/policy) on the fresh draw: the gain, paired."""
+    from peft import set_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    n_eval = int(dict(p.split("=", 1) for p in pairs).get("n_eval", 400))
+    out = Path("runs/arc") / name
+    summary = json.loads((out / "summary.json").read_text())
+    print(calibration_line(), flush=True)
+    base, adapter = ensure_sft_adapter("smollm2", recipe=SFTRecipe.preset("smollm2", **summary["sft"]))
+    model, tok = load_policy(base, adapter=adapter, lora=lora_config(), verbose=False)  # a zero LoRA: the warm-up
+    entries = fresh_draw("syllogism", n_eval)
+
+    def right() -> list[float]:
+        return scored(evaluate_policy(model, tok, entries, max_new_tokens=96, keep_completions=True,
+                                      progress=False)["completions"], entries)
+
+    before = right()
+    set_peft_model_state_dict(model, load_file(out / "policy" / "adapter_model.safetensors"))  # GRPO's adapter
+    after = right()
+    summary.update(fresh_questions=n_eval, fresh_before=sum(before) / n_eval, fresh_after=sum(after) / n_eval,
+                   fresh_gain_points=paired_gain(before, after))
+    (out / "summary.json").write_text(json.dumps(summary))
+    print(json.dumps({k: v for k, v in summary.items() if k.startswith("fresh")}), flush=True)
+
+
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    if sys.argv[1:2] == ["--fresh"]:
+        fresh(*sys.argv[2:])
+    else:
+        main(*sys.argv[1:])

@@ -384,7 +384,8 @@ class SFTRecipe:
     ``dev_target`` — under-trained on purpose, like the article's warm-up, so chapter 4's RL has
     room to add something. A fixed epoch count landed the seeds several points apart, and RL's
     gain shrinks as the start rises (benchmarks/LOG.md, 2026-11-30). SmolLM-135M and other hub models: the
-    article's ~2e-4 and 3 epochs, no dev target (``dev_target=None``).
+    article's ~2e-4 and 3 epochs, no dev target (``dev_target=None``). SmolLM2 (``smollm2``): the same, with
+    traces that state what follows about the claim's terms before the verdict (``trace="derive"``).
     """
 
     task: str = "syllogism"
@@ -411,6 +412,8 @@ class SFTRecipe:
         An override of ``None`` means "not given" (notebook parameters left at ``None``).
         """
         base: dict[str, Any] = {"epochs": 14, "dev_target": 0.70} if model_id == "pocket" else {"lr": 2e-4, "epochs": 3}
+        if model_id == "smollm2":  # traces that state what follows (GRPO from them: benchmarks/LOG.md, 2026-12-07)
+            base["trace"] = "derive"
         if smoke:  # seconds; the pocket model's dev check runs once (epoch 3, 16 questions) so its code runs too
             base.update(n_examples=64, epochs=4, lr=5e-3 if model_id == "pocket" else 5e-4)
             if model_id == "pocket":

@@ -126,16 +126,18 @@ class TrainConfig:
     def cpu_smollm2(cls, **overrides) -> TrainConfig:
         """The CPU preset for the real SmolLM2-135M-Instruct (chapter 4, ``MODEL_ID=smollm2``).
 
-        Sized for a 2-core CPU, where one step of 48 completions costs most of a minute: a few
-        steps, each as large as the time allows (B = 8 questions × G = 6), 96 new tokens (chapter
-        3's evaluation length: the warm-up's answers end well before it), one optimizer step per
-        batch over minibatches of two whole groups (each prompt run once for its six completions:
-        :meth:`~kimina_edu.trainer.GRPOTrainer.minibatch_order`), ``balance_answers`` (half "Yes"
-        questions, half "No" in every step) and the collapse guard. Measurements behind each choice:
-        benchmarks/README.md ("SmolLM2, chapter 4" and "SmolLM2, chapter 4's step").
+        Sized for a 2-core CPU, where one step of 96 completions costs one to two minutes: 24 steps of
+        B = 16 questions × G = 6 (2,304 rollouts; at 12 steps of 8 × 6 the gains of seven seeds sat inside
+        their own noise), 96 new tokens (chapter 3's evaluation length: the warm-up's answers end well
+        before it), lr 3e-5, one optimizer step per batch over minibatches of two whole groups (each prompt
+        run once for its six completions: :meth:`~kimina_edu.trainer.GRPOTrainer.minibatch_order`),
+        ``balance_answers`` (half "Yes" questions, half "No" in every step) and the collapse guard. Held-out
+        accuracy on chapter 4's 200 in-run questions every 6 steps: the run's curve, and the step chapter 5
+        compares TRL at (:func:`~kimina_edu.trl_bridge.compare_steps`). Measurements behind each choice:
+        benchmarks/README.md ("SmolLM2, chapter 4") and benchmarks/LOG.md.
         """
-        base = dict(steps=12, eval_every=0, questions_per_batch=8, group_size=6, max_new_tokens=96,
-                    buffer_size=48, minibatch_size=12, grad_accum=4, epochs=1, lr=2e-5, loss_type="grpo",
+        base = dict(steps=24, eval_every=6, questions_per_batch=16, group_size=6, max_new_tokens=96,
+                    buffer_size=96, minibatch_size=12, grad_accum=8, epochs=1, lr=3e-5, loss_type="grpo",
                     scale="group", eps_high=0.28, balance_answers=True, guard_window=4, guard_drop=0.15)
         base.update(overrides)
         return cls(**base)

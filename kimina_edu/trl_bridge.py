@@ -154,19 +154,21 @@ def stop_when_silent(window: int):
 # chapter 4's own run at that step: equal settings, equal steps, the same 200 questions. TRL's step costs
 # ~2 s on a 2-core CPU (twice ours): the whole 300 took 600 s of the chapter's 710 on the slower of two
 # measured machines, 100 steps take a third of that. Chapter 4's QUICK run is 100 steps, so QUICK compares
-# whole runs. A real model's run is short (SmolLM2: 12 steps): it is compared whole.
+# whole runs. A real model is compared at chapter 4's first held-out check during its run (SmolLM2 on a
+# CPU: step 6 of 24, where a TRL step of 96 rollouts costs minutes), or whole when it checks none before its end.
 COMPARE_STEPS = 100
 
 
 def compare_steps(model_id: str, cfg: TrainConfig, requested: int | None = None, *, smoke: bool = False) -> int:
     """How many of chapter 4's steps chapter 5 runs in TRL (its ``TRL_STEPS``; ``None``: the preset):
-    :data:`COMPARE_STEPS` on the pocket model, the whole run otherwise; never more than ``cfg.steps``.
-    SMOKE on the pocket model: half of its steps, so that the tests take the branch ``make course``
-    takes (a comparison before chapter 4's end, at one of its in-run checks)."""
+    :data:`COMPARE_STEPS` on the pocket model; on another model, chapter 4's first held-out check during its
+    run (``cfg.eval_every``), or the whole run when there is none before its end; never more than
+    ``cfg.steps``. SMOKE on the pocket model: half of its steps, so that the tests take the branch ``make
+    course`` takes (a comparison before chapter 4's end, at one of its in-run checks)."""
     if requested is not None:
         return min(int(requested), cfg.steps)
     if model_id != "pocket":
-        return cfg.steps
+        return cfg.eval_every if 0 < cfg.eval_every < cfg.steps else cfg.steps
     return max(1, cfg.steps // 2) if smoke else min(cfg.steps, COMPARE_STEPS)
 
 

@@ -227,11 +227,12 @@ def test_smollm2_preset_is_the_cpu_one_and_smoke_stays_small():
     from kimina_edu.train_config import TrainConfig
 
     full = TrainConfig.preset("smollm2", seed=2)
-    assert (full.steps, full.questions_per_batch, full.group_size, full.max_new_tokens) == (12, 8, 6, 96)
+    assert (full.steps, full.questions_per_batch, full.group_size, full.max_new_tokens) == (24, 16, 6, 96)
     assert full.balance_answers and full.guard_window == 4 and full.seed == 2
     assert full.buffer_size == full.questions_per_batch * full.group_size  # one round: TRL can run the same
     # SmolLM2 keeps its own preset's lr, not the 1e-5 that preset() gives the other hub models
-    assert full.lr == TrainConfig.cpu_smollm2().lr == 2e-5
+    assert full.lr == TrainConfig.cpu_smollm2().lr == 3e-5
+    assert full.buffer_size == full.minibatch_size * full.grad_accum  # one optimizer step a batch, on-policy
     assert TrainConfig.preset("smollm2", lr=1e-5).lr == 1e-5  # a notebook parameter wins
     smoke = TrainConfig.preset("smollm2", smoke=True)
     assert (smoke.steps, smoke.questions_per_batch, smoke.balance_answers) == (6, 2, False)

@@ -151,7 +151,10 @@ def test_compare_steps_and_accuracy_at():
     assert pocket.eval_every and COMPARE_STEPS % pocket.eval_every == 0, "chapter 4 must check accuracy at that step"
     assert compare_steps("pocket", TrainConfig.preset("pocket", quick=True)) == TrainConfig.preset("pocket", quick=True).steps
     assert compare_steps("pocket", TrainConfig.preset("pocket", smoke=True), smoke=True) == 3
-    assert compare_steps("smollm2", TrainConfig.preset("smollm2")) == TrainConfig.preset("smollm2").steps
+    smollm2 = TrainConfig.preset("smollm2")  # a real model: at chapter 4's first in-run check, else whole
+    assert compare_steps("smollm2", smollm2) == smollm2.eval_every < smollm2.steps
+    assert compare_steps("smollm2", TrainConfig.preset("smollm2", eval_every=0)) == smollm2.steps
+    assert compare_steps("smollm2", TrainConfig.preset("smollm2", eval_every=smollm2.steps)) == smollm2.steps
     assert compare_steps("pocket", pocket, 1000) == pocket.steps and compare_steps("pocket", pocket, 7) == 7
     log = [{"step": 1}, {"step": 2, "eval_accuracy": 0.5}, {"step": 3, "eval_accuracy": float("nan")}]
     assert accuracy_at(log, 2) == 0.5 and accuracy_at(log, 1) is None and accuracy_at(log, 9) is None
