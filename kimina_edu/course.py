@@ -40,6 +40,9 @@ from kimina_edu.goals import GOALS, LEARNING_GOALS, SMOLLM2_GOALS, goals_for, mi
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO / "notebooks"
+# a hang catcher per cell: the longest, SmolLM2's GRPO (2,304 rollouts), took 3,800 s on one busy core
+# (benchmarks/README.md)
+CELL_TIMEOUT_S = 2 * 3600
 
 
 @dataclass
@@ -196,7 +199,7 @@ def _with_solutions(path: Path, workdir: Path) -> Path:
 
 
 def run_notebook(
-    path: Path, output_dir: Path, *, smoke: bool, timeout: int = 3600, extra: dict[str, Any] | None = None,
+    path: Path, output_dir: Path, *, smoke: bool, timeout: int = CELL_TIMEOUT_S, extra: dict[str, Any] | None = None,
     inject_solutions: bool = True,
 ) -> NotebookResult:
     """Execute one notebook into ``output_dir`` and read back its ``metrics.json``. With ``inject_solutions``
@@ -408,7 +411,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--only", nargs="+", action="extend",
                         help="notebook number prefixes to run, e.g. 03 04 (repeated flags add up: --only 03 --only 04)")
     parser.add_argument("--runs-dir", default=str(REPO / "runs"), action=_Once)
-    parser.add_argument("--timeout", type=_positive_seconds, default=3600, action=_Once, help="per-cell timeout in seconds (1 to a week)")
+    parser.add_argument("--timeout", type=_positive_seconds, default=CELL_TIMEOUT_S, action=_Once,
+                        help="per-cell timeout in seconds (1 to a week)")
     return parser.parse_args(argv)
 
 

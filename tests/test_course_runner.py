@@ -185,7 +185,7 @@ def test_a_flag_wins_over_the_environment_even_when_it_is_zero(echo_course, monk
     assert course.main(["--runs-dir", str(echo_course), "--seed", "0"]) == 0
     assert _metrics(echo_course / "latest")["seed"] == 0
     header = capsys.readouterr().out.splitlines()[0]
-    assert "SEED=0 (--seed)" in header and "MODEL_ID" in header and "timeout 3600 s" in header
+    assert "SEED=0 (--seed)" in header and "MODEL_ID" in header and "timeout 7200 s" in header
 
 
 @pytest.mark.parametrize("argv, words", [
