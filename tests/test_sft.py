@@ -176,11 +176,12 @@ def test_both_verdict_examples_teach_the_format_and_leave_the_verdict_a_coin():
 def test_the_default_recipe_hashes_as_it_did_and_a_both_verdict_recipe_apart():
     from kimina_edu.sft import SFTRecipe, sft_adapter_dir
 
-    # the folder of the default recipe before SFTRecipe.verdicts existed (pocket and SmolLM2 presets)
+    # the folder of the default recipe before SFTRecipe.verdicts existed (the pocket preset)
     assert sft_adapter_dir("base", SFTRecipe.preset("pocket")).name == "f9d7e81af58a"
-    for field in ({"verdicts": "both"}, {"trace": "derive"}):
-        assert sft_adapter_dir("base", SFTRecipe.preset("smollm2", **field)) != sft_adapter_dir(
-            "base", SFTRecipe.preset("smollm2"))
+    restated = SFTRecipe.preset("smollm2", trace="restate")  # SmolLM2's warm-up before its preset derived
+    assert SFTRecipe.preset("smollm2").trace == "derive"
+    for recipe in (SFTRecipe.preset("smollm2"), SFTRecipe.preset("smollm2", trace="restate", verdicts="both")):
+        assert sft_adapter_dir("base", recipe) != sft_adapter_dir("base", restated)
 
 
 @pytest.mark.parametrize("verdicts, n_right, n_both", [("right", 10, 0), ("both", 0, 10), ("half", 5, 5)])
@@ -188,14 +189,14 @@ def test_the_warm_up_examples_follow_the_recipes_verdicts(verdicts, n_right, n_b
     from kimina_edu.sft import SFTRecipe, warmup_examples
 
     entries = make_entries("syllogism", 10, SEEDS["sft"])
-    examples = warmup_examples(SFTRecipe.preset("smollm2", verdicts=verdicts), entries)
+    examples = warmup_examples(SFTRecipe.preset("smollm2", trace="restate", verdicts=verdicts), entries)
     assert len(examples) == n_right + 2 * n_both
     answers = [extract_answer(ex["completion"][0]["content"]) for ex in examples]
     right = [correctness_reward(a, e) for a, e in zip(answers, entries[:n_right])]
     assert right == [1.0] * n_right  # the right-verdict part comes first, every answer right
     assert sorted(answers[n_right:]) == ["No"] * n_both + ["Yes"] * n_both
     with pytest.raises(ValueError, match="verdicts"):
-        warmup_examples(SFTRecipe.preset("smollm2", verdicts="some"), entries)
+        warmup_examples(SFTRecipe.preset("smollm2", trace="restate", verdicts="some"), entries)
 
 
 def test_a_derived_warm_up_teaches_right_verdicts_only():
