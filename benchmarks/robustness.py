@@ -43,10 +43,23 @@ SFT_EVAL_TOKENS = 96  # notebook 03's MAX_NEW_TOKENS
 N_EVAL = 400  # held-out questions, and as many of the fresh draw: a gain of 8 points is then ~4 standard errors
 
 
+def claim_read_reward(text: str, entry: dict):
+    """Chapter 1's reward, except that a right answer counts only when the completion restates the question's
+    claim right (``tasks.restates_claim``): an answer reached from a misread claim earns the format part alone.
+    A trial (``--set grpo.reward=read_claim``), not a chapter's reward."""
+    from kimina_edu.rewards import W_CORRECT, W_FORMAT, RewardBreakdown, score_completion
+    from kimina_edu.tasks import restates_claim
+
+    s = score_completion(text, entry)
+    correct = s.correct if restates_claim(text, entry) else 0.0
+    return RewardBreakdown(s.answer, s.format, correct, W_CORRECT * correct + W_FORMAT * s.format)
+
+
 def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dict | None = None,
             model_id: str = "pocket", run_dir: str | os.PathLike | None = None) -> dict:
     """One seed's chapters 3 → 4 → 5 in this process; returns the figures the goals judge. The trained policy
-    is kept under ``run_dir`` (default: beside the results file, runs/robustness[-MODEL]/)."""
+    is kept under ``run_dir`` (default: beside the results file, runs/robustness[-MODEL]/).
+    ``grpo["reward"]`` (``"read_claim"``: :func:`claim_read_reward`) replaces chapter 4's reward."""
     import torch
     from trl import GRPOTrainer as TRLGRPOTrainer
 
@@ -55,6 +68,7 @@ def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dic
     from kimina_edu.models import load_policy, save_policy
     from kimina_edu.probes import ProbeSet, probe_summary, shift_summary
     from kimina_edu.record import paired_gain
+    from kimina_edu.rewards import score_completion
     from kimina_edu.runtime import use_progress_bar
     from kimina_edu.sft import SFTRecipe, ensure_sft_adapter, sft_stop_record
     from kimina_edu.tasks import (
@@ -76,6 +90,10 @@ def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dic
         stop_when_silent,
     )
 
+    grpo = dict(grpo or {})
+    reward_fn = {"answer": score_completion, "read_claim": claim_read_reward}[grpo.pop("reward", "answer")]
+    if reward_fn is not score_completion and until == "trl":
+        raise ValueError("grpo.reward changes chapter 4's reward only; chapter 5's TRL run would score another: --until grpo")
     row: dict = {"seed": seed, "threads": torch.get_num_threads(), "model": model_id}
     recipe = SFTRecipe.preset(model_id, seed=seed, **(sft or {}))
     cfg = TrainConfig.preset(model_id, seed=seed, eval_every=0, **(grpo or {}))
@@ -117,7 +135,7 @@ def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dic
         notebook_eval_every = TrainConfig.preset(model_id, seed=seed, **(grpo or {})).eval_every
         probes = ProbeSet.sample(model, tok, cfg, train_entries, every=max(1, notebook_eval_every // 5))
         trainer = GRPOTrainer(model, tok, cfg, train_entries=train_entries, output_dir=keep / "grpo", progress=False,
-                              probes=probes)
+                              probes=probes, reward_fn=reward_fn)
         # chapter 5 compares TRL with chapter 4 at step `n_compare` on the questions chapter 4 checks during its run;
         # greedy evaluation draws no random numbers, so evaluating here leaves the run as it was
         n_compare, compare_entries = compare_steps(model_id, cfg), in_run_questions(eval_entries)
