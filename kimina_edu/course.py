@@ -36,7 +36,14 @@ from pathlib import Path
 from typing import Any
 
 from kimina_edu.cell_timing import kernel_manager, slowest_cell
-from kimina_edu.goals import GOALS, LEARNING_GOALS, SMOLLM2_GOALS, goals_for, missed_goals  # noqa: F401 (course.X)
+from kimina_edu.goals import (  # noqa: F401 (course.X)
+    GOALS,
+    LEARNING_GOALS,
+    SMOLLM2_GOALS,
+    goal_lines,
+    goals_for,
+    missed_goals,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO / "notebooks"
@@ -115,6 +122,14 @@ def absolute_path_variables(environ: Mapping[str, str], cwd: str | os.PathLike |
             if resolved != value:
                 changes[name] = resolved
     return changes
+
+
+def quiet_library_bars(environ: Mapping[str, str]) -> dict[str, str]:
+    """The libraries' own progress bars off in a headless kernel (unless the environment says otherwise): an
+    executed notebook keeps a bar's first frame, and transformers' "Loading weights: 0%" on every model load
+    reads as a hang. The course's own bars (training, evaluation) are unaffected."""
+    quiet = {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1"}
+    return {k: v for k, v in quiet.items() if k not in environ}
 
 
 @contextmanager
@@ -219,7 +234,7 @@ def run_notebook(
     slowest = ""
     try:
         source = _with_solutions(path, Path(workdir.name)) if inject_solutions else path
-        with _environment(absolute_path_variables(os.environ)):
+        with _environment({**quiet_library_bars(os.environ), **absolute_path_variables(os.environ)}):
             papermill.execute_notebook(
                 str(source),
                 str(executed),
@@ -245,19 +260,26 @@ def run_notebook(
     return NotebookResult(path.stem, not error, seconds, output_dir, metrics, error.strip(), slowest)
 
 
-def _headline(metrics: dict[str, Any]) -> str:
-    head = metrics.get("headline", {})
-    parts = []
-    for key, value in head.items():
-        parts.append(f"{key}={value:.3g}" if isinstance(value, float) else f"{key}={value}")
-    return ", ".join(parts)[:70]
+def _headline(metrics: dict[str, Any], width: int = 70) -> list[str]:
+    """A notebook's headline figures as lines of at most ``width`` characters, split between figures, never
+    inside one (a cut figure loses its value)."""
+    lines: list[str] = []
+    for key, value in metrics.get("headline", {}).items():
+        part = f"{key}={value:.3g}" if isinstance(value, float) else f"{key}={value}"
+        if lines and len(lines[-1]) + 2 + len(part) <= width:
+            lines[-1] += ", " + part
+        else:
+            lines.append(part)
+    return lines or [""]
 
 
 def summary_table(results: list[NotebookResult]) -> str:
     rows = [f"{'notebook':<28} {'time':>8}  {'status':<6} key metrics", "-" * 100]
     for r in results:
         status = "ok" if r.ok else "FAIL"
-        rows.append(f"{r.name:<28} {r.seconds:>7.1f}s  {status:<6} {_headline(r.metrics) if r.ok else r.error.splitlines()[-1][:60]}")
+        first, *more = _headline(r.metrics) if r.ok else [r.error.splitlines()[-1][:60]]
+        rows.append(f"{r.name:<28} {r.seconds:>7.1f}s  {status:<6} {first}")
+        rows += [f"{'':<46}{line}" for line in more]  # under the first line's figures
     total = sum(r.seconds for r in results)
     rows.append("-" * 100)
     rows.append(f"{len([r for r in results if r.ok])}/{len(results)} notebooks ok, {total:.0f}s in all")
@@ -528,7 +550,8 @@ def main(argv: list[str] | None = None) -> int:
         if _terminating.get("deadline"):
             _terminating["deadline"].cancel()
     missed = [line for r in results if r.ok for line in missed_goals(r.name, r.metrics)]
-    table = summary_table(results) + f"\n{calibration}" + "".join(f"\n{line}" for line in missed)
+    goals = goal_lines([(r.name, r.metrics) for r in results if r.ok])
+    table = summary_table(results) + f"\n{calibration}" + "".join(f"\n{line}" for line in goals)
     (run_dir / "summary.txt").write_text(table + "\n")
     marker.unlink()
     point_latest_at(run_dir)

@@ -68,3 +68,11 @@ def missed_goals(name: str, metrics: dict[str, Any]) -> list[str]:
         except KeyError as exc:  # a figure the goal needs is missing: the goal is not met (fail closed)
             missed.append(f"{name}: missed goal: {text} (metrics.json has no {exc.args[0]!r})")
     return missed
+
+
+def goal_lines(runs: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """What a run's summary says of its learning goals, from each notebook's (name, metrics): how many of the
+    goals judged were met, then each one missed; nothing when none was judged (SMOKE, QUICK, a model without goals)."""
+    judged = sum(len(goals_for(m).get(name[:2], [])) for name, m in runs if not (m.get("smoke", True) or m.get("quick")))
+    missed = [line for name, m in runs for line in missed_goals(name, m)]
+    return [f"learning goals: {judged - len(missed)} of {judged} met"] + missed if judged else []

@@ -158,8 +158,8 @@ def plot_probe_logprobs(steps: list[int], sums: list[list[float]], labels: list[
         ax.plot(steps, delta, style, color=colours(g % 10), lw=2 if role == "high" else 1.5, label=token_label(label))
     ax.axhline(0.0, color="k", lw=0.5)
     ax.set(xlabel="GRPO step", ylabel=f"Δ log π({what})  [nats, vs step 0]",
-           title=f"fixed probe completions under the training policy: {what} (solid: advantage > 0, dashed: < 0)")
-    ax.legend(fontsize=7, loc="best")
+           title=f"fixed probe completions under the training policy: {what}\n(solid: advantage > 0, dashed: < 0)")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the axes: it hides no line
     return ax
 
 

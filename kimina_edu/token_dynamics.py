@@ -192,37 +192,60 @@ def explain(records: list[dict]) -> list[str]:
     return lines
 
 
-def explain_probes(probe_rows: list[dict], probe_tokens: Sequence[Sequence[str]]) -> list[str]:
+def explain_probes(probe_rows: list[dict], probe_tokens: Sequence[Sequence[str]],
+                   fork_spans: Sequence[tuple[int, int] | None] | None = None) -> list[str]:
     """``  why:`` lines from ``probes.jsonl`` rows and each probe's token texts: the first → last change
-    of the rewarded ("high") and penalised ("low") probes, split between the answer tokens and the rest,
-    and the answer texts that moved most — what the probe checks' ✗ lines summed over."""
+    of the rewarded ("high") and penalised ("low") probes, and which tokens carried it — what the probe
+    checks' ✗ lines summed over. With ``fork_spans`` (each probe's tokens from where it parts from its
+    partner: the part the checks read), the change is split at the fork, and the tokens that moved most
+    from the fork on are named, in rewarded and penalised probes apart; without, between the answer
+    tokens and the rest."""
     steps = sorted({r["step"] for r in probe_rows})
     if len(steps) < 2:
         return [(f"{WHY} the probes were scored at {len(steps)} checkpoint(s) "
                 f"({', '.join(f'step {s}' for s in steps) or 'none'}): nothing to compare a change with")]
     first = {r["probe"]: r for r in probe_rows if r["step"] == steps[0]}
     last = {r["probe"]: r for r in probe_rows if r["step"] == steps[-1]}
-    split: dict[str, list[tuple[float, float]]] = {"high": [], "low": []}
-    by_text: dict[str, list[float]] = {}
+    spans = list(fork_spans or [])
+    forked = any(spans)
+    parts: dict[str, list[tuple[float, float, float]]] = {"high": [], "low": []}
+    by_text: dict[str, dict[str, list[float]]] = {}  # token text → role → its changes (the part the checks read)
     for p, r in first.items():
-        if r["role"] not in split or p not in last or p >= len(probe_tokens):
+        if r["role"] not in parts or p not in last or p >= len(probe_tokens):
+            continue
+        span = spans[p] if p < len(spans) else None
+        if forked and not span:
             continue
         d = np.asarray(last[p]["token_logp"]) - np.asarray(r["token_logp"])
         m = np.asarray(answer_token_mask(probe_tokens[p]), dtype=bool)
-        split[r["role"]].append((float(d[m].sum()), float(d[~m].sum())))
-        for j in np.flatnonzero(m):
-            by_text.setdefault(probe_tokens[p][j], []).append(float(d[j]))
+        lo, hi = span if span else (0, len(d))
+        read = np.zeros(len(d), dtype=bool)
+        read[lo:hi] = True
+        parts[r["role"]].append((float(d[~read].sum()), float(d[read & ~m].sum()), float(d[read & m].sum())))
+        for j in (np.flatnonzero(read) if forked else np.flatnonzero(m)):
+            by_text.setdefault(probe_tokens[p][j], {}).setdefault(r["role"], []).append(float(d[j]))
     lines = []
     for role, name in (("high", "rewarded"), ("low", "penalised")):
-        if split[role]:
-            a = sum(x for x, _ in split[role]) / len(split[role])
-            o = sum(y for _, y in split[role]) / len(split[role])
-            lines.append(f"{WHY} the {name} probes (step {steps[0]} → {steps[-1]}, mean of {len(split[role])}): "
-                         f"answer tokens {a:+.2f} nats, all other tokens {o:+.2f}")
-    ranked = sorted(by_text.items(), key=lambda kv: -abs(sum(kv[1]) / len(kv[1])))[:3]
+        if parts[role]:
+            before, other, answer = (sum(x[k] for x in parts[role]) / len(parts[role]) for k in range(3))
+            head = f"{WHY} the {name} probes (step {steps[0]} → {steps[-1]}, mean of {len(parts[role])}): "
+            lines.append(head + (f"before the fork {before:+.2f} nats, from the fork on {other + answer:+.2f} "
+                                 f"(its answer tokens {answer:+.2f})" if forked else
+                                 f"answer tokens {answer:+.2f} nats, all other tokens {other:+.2f}"))
+
+    def mean_all(v: dict[str, list[float]]) -> float:
+        flat = [x for xs in v.values() for x in xs]
+        return sum(flat) / len(flat)
+
+    ranked = sorted(by_text.items(), key=lambda kv: -abs(mean_all(kv[1])))[:3]
     if ranked:
-        lines.append(f"{WHY} the answer tokens that moved most, whatever the probe's advantage: "
-                     + ", ".join(f"{token_label(t)!r} {sum(v) / len(v):+.2f} (in {len(v)} probes)" for t, v in ranked))
+        def where(v: dict[str, list[float]]) -> str:
+            return ", ".join(f"{name} {sum(v[role]) / len(v[role]):+.2f} in {len(v[role])}"
+                             for role, name in (("high", "rewarded"), ("low", "penalised")) if v.get(role))
+
+        lines.append(f"{WHY} " + ("from the fork on, the tokens that moved most: " if forked else
+                                  "the answer tokens that moved most, whatever the probe's advantage: ")
+                     + "; ".join(f"{token_label(t)!r} ({where(v)})" for t, v in ranked))
     return lines or [(f"{WHY} none of the {len(first)} probes scored at step {steps[0]} and {steps[-1]} is rewarded or "
                      "penalised: the probe batch had no question with signal")]
 
@@ -257,9 +280,14 @@ def _box(ax, rec: dict) -> None:
             colours.append(colour)
     if stats:
         parts = ax.bxp(stats, showmeans=True, patch_artist=True, widths=0.6)
-        for patch, c in zip(parts["boxes"], colours):
+        for patch, mean, c in zip(parts["boxes"], parts["means"], colours):
             patch.set_facecolor(c)
             patch.set_alpha(0.35)
+            mean.set(markerfacecolor=c, markeredgecolor="black", markeredgewidth=0.5)  # ▲ in its side's colour
+        span = max(st["whishi"] for st in stats) - min(st["whislo"] for st in stats)
+        iqr = max(max(abs(st["q1"]), abs(st["q3"])) for st in stats)
+        if span > 0 and iqr < 0.02 * span:  # a box under 2% of the panel draws as a line: say how thin it is
+            ax.set_xlabel(f"25–75% within ±{iqr:.0e}", fontsize=7, color="0.3")
     ax.axhline(0, color="grey", lw=0.6)
     ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
     ax.tick_params(labelsize=8)
@@ -347,7 +375,8 @@ def plot_token_shift_cumulative(records: list[dict], *, texts: int = 4):
 
     if not records:
         raise ValueError("plot_token_shift_cumulative: no measured update to draw (shift_every = 0)")
-    fig, (ax, ax_text) = plt.subplots(1, 2, figsize=(13, 4))
+    # one y scale for both: the answer tokens' moves are drawn against the rest's, not blown up to fill a panel
+    fig, (ax, ax_text) = plt.subplots(1, 2, figsize=(13, 4), sharey=True)
     steps = [r["step"] for r in records]
     for part, ls in (("answer", "-"), ("other", "--")):
         for side, colour, sign in (("pos", "tab:green", ">"), ("neg", "tab:red", "<")):

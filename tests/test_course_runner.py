@@ -74,6 +74,14 @@ def test_learning_goals_are_judged_on_full_runs_of_models_with_goals_only():
     assert course.missed_goals("04_grpo_from_scratch", wrong_way) == [shift]
     too_few = {**full, "accuracy_after": 0.9, "shift_pos_mean": None, "shift_neg_mean": None}  # < 2 updates measured
     assert course.missed_goals("04_grpo_from_scratch", too_few) == [shift]
+    # the summary says how many goals were judged and met, then each miss; nothing when none was judged
+    met_all = [("03_sft_warmup", {"smoke": False, "model": "pocket", "sft_accuracy": 0.7, "sft_format_rate": 1.0}),
+               ("04_grpo_from_scratch", {**full, "accuracy_after": 0.9})]
+    n = len(course.LEARNING_GOALS["03"]) + len(course.LEARNING_GOALS["04"])
+    assert course.goal_lines(met_all) == [f"learning goals: {n} of {n} met"]
+    assert course.goal_lines([met_all[0], ("04_grpo_from_scratch", wrong_way)]) == [f"learning goals: {n - 1} of {n} met", shift]
+    assert course.goal_lines([(name, {**m, "smoke": True}) for name, m in met_all]) == []
+    assert course.goal_lines([("04_grpo_from_scratch", {**full, "accuracy_after": 0.9, "model": "hub-id"})]) == []
     no_shift = {k: v for k, v in full.items() if k != "shift_pos_mean"}
     assert course.missed_goals("04_grpo_from_scratch", {**no_shift, "accuracy_after": 0.9}) == [
         f"{shift} (metrics.json has no 'shift_pos_mean')"]
@@ -259,7 +267,9 @@ def test_sigterm_ends_the_run_even_when_the_kernels_cleanup_hangs(echo_course):
 def test_a_run_is_quiet_one_line_per_notebook_and_says_where_the_time_went(tmp_path, monkeypatch, capfd):
     nbs = tmp_path / "notebooks"
     nbs.mkdir()
-    write = "from kimina_edu.runtime import write_metrics\nwrite_metrics({'smoke': SMOKE}, OUTPUT_DIR)"
+    write = ("import os\nfrom kimina_edu.runtime import write_metrics\nwrite_metrics({'smoke': SMOKE, 'bars': "
+             "os.environ.get('HF_HUB_DISABLE_PROGRESS_BARS')}, OUTPUT_DIR)")
+    monkeypatch.delenv("HF_HUB_DISABLE_PROGRESS_BARS", raising=False)
     for name in ("01_a", "02_b"):
         _notebook(nbs / f"{name}.ipynb", "import time\ntime.sleep(0.3)  # the slow one\n" + write)
     monkeypatch.setattr(course, "NOTEBOOKS", nbs)
@@ -270,5 +280,19 @@ def test_a_run_is_quiet_one_line_per_notebook_and_says_where_the_time_went(tmp_p
     assert [ln.split()[1] for ln in lines if ln.startswith("▶")] == ["01_a.ipynb", "02_b.ipynb"]
     # the slowest cell is named by its first line of work, not its imports
     assert all(" ok in " in ln and "slowest: cell" in ln and "time.sleep(0.3)" in ln for ln in lines if ln.startswith("▶")), lines
+    # the libraries' own bars are off in the kernel (their first frame, kept in the executed notebook, reads as a hang)
+    assert json.loads((tmp_path / "runs" / "latest" / "01_a" / "metrics.json").read_text())["bars"] == "1"
+    assert "HF_HUB_DISABLE_PROGRESS_BARS" not in os.environ  # and only there
     summary = (tmp_path / "runs" / "latest" / "summary.txt").read_text()
     assert "slowest cell" in summary and "time.sleep(0.3)" in summary and "CPU calibration: fp32 GEMM" in summary
+
+
+def test_the_summary_wraps_a_long_headline_between_figures_and_never_cuts_a_value(tmp_path):
+    head = {"batch_scores (scripted)": "1/0/0/0/0", "checks_agree": True, "proofs_per_s@32 (stand-in)": 812.5,
+            "p99_latency_ms (stand-in)": 41.25}
+    table = course.summary_table([course.NotebookResult("06_lean_rewards", True, 22.8, tmp_path, {"headline": head})])
+    lines = table.splitlines()[2:-2]
+    text = " ".join(line[46:] for line in lines)
+    assert all(f"{k}=" in text for k in head) and "812" in text and "41.2" in text, table
+    assert len(lines) > 1 and all(len(line) <= 46 + 70 for line in lines), table
+    assert lines[1][:46].strip() == ""  # a continuation line sits under the first line's figures

@@ -115,6 +115,18 @@ def test_small_multiples_draw_one_panel_per_update_on_linear_axes_with_labels():
     labels = [t for ax in movers for t in ax.texts]
     assert any("does" in t.get_text() for t in labels) and min(t.get_fontsize() for t in labels) >= 8
     assert fig.axes[0].figure is fig
+    for ax in boxes:  # each side's mean marker in its side's colour (A > 0 green, A < 0 red)
+        means = [ln for ln in ax.get_lines() if ln.get_marker() == "^"]
+        assert [m.get_markerfacecolor() for m in means] == ["tab:green", "tab:red"]
+
+
+def test_a_box_too_thin_to_draw_says_how_thin_it_is():
+    rec = _records(1)[0]
+    for side in ("pos", "neg"):
+        rec[side]["q"] = [-0.1, -1e-6, 0.0, 2e-6, 0.1]  # whiskers ±0.1 nats, the middle half within ±2e-6
+    fig = plot_token_shift([rec])
+    box = next(ax for ax in fig.axes if ax.get_label() == "token_shift_box")
+    assert "within ±2e-06" in box.get_xlabel()
 
 
 def test_cumulative_view_adds_up_the_moves_across_updates():
@@ -128,6 +140,7 @@ def test_cumulative_view_adds_up_the_moves_across_updates():
     assert np.allclose(answer_neg.get_ydata(), want) and list(answer_neg.get_xdata()) == [1, 11, 21, 31]
     by_text = {ln.get_label() for ln in fig.axes[1].get_lines()}
     assert any("does" in name for name in by_text)
+    assert fig.axes[1].get_ylim() == ax.get_ylim()  # one scale: the answer texts' moves beside the rest's
 
 
 def test_explain_cites_numbers_from_the_records():
@@ -154,6 +167,21 @@ def test_explain_probes_splits_the_probe_change_between_answer_and_other_tokens(
     assert all(line.startswith("  why:") for line in lines)
     assert "-1.50" in text and "+1.00" in text  # rewarded: the verdict fell 1.5; penalised: it rose 1.0
     assert "'·does'" in text and "'·follows'" in text
+
+
+def test_explain_probes_splits_at_the_fork_what_the_checks_read():
+    # a pair that shares two tokens, then parts: the shared opening fell 2 nats in both, the fork barely moved
+    tokens = [[" a", " b", " does", " not"], [" a", " b", " follows", "."]]
+    before = [[-1.0] * 4, [-1.0] * 4]
+    after = [[-2.0, -2.0, -1.1, -1.0], [-2.0, -2.0, -0.7, -1.0]]
+    rows = [{"step": s, "probe": p, "group": 0, "role": role, "token_logp": lps[p]}
+            for s, lps in ((0, before), (30, after)) for p, role in enumerate(("high", "low"))]
+    lines = explain_probes(rows, tokens, fork_spans=[(2, 4), (2, 4)])
+    text = "\n".join(lines)
+    assert "before the fork -2.00 nats, from the fork on -0.10" in text  # rewarded: the fork fell 0.1
+    assert "before the fork -2.00 nats, from the fork on +0.30" in text  # penalised: its fork rose 0.3
+    assert "'·follows' (penalised +0.30 in 1)" in text and "'·does' (rewarded -0.10 in 1)" in text
+    assert "all other tokens" not in text  # the whole-completion split is not what these checks read
 
 
 def test_token_labels_show_whitespace_and_markup_visibly():
