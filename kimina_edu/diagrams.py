@@ -67,12 +67,13 @@ def rl_loop():
 def course_map():
     """Which chapter builds which piece, left to right."""
     fig, ax = _canvas(12, 2.8, "The course: each chapter builds one piece, later ones import it")
-    labels = ["00 start", "01 rewards", "02 loss", "03 SFT warm-up", "04 GRPO loop", "05 TRL",
-              "06 Lean reward", "07 error fix", "08 verl", "09 pass@k"]
+    # the number above the topic: two short lines fit a box a tenth of the figure wide, one long line does not
+    labels = ["00\nstart", "01\nrewards", "02\nloss", "03\nSFT warm-up", "04\nGRPO loop", "05\nTRL",
+              "06\nLean reward", "07\nerror fix", "08\nverl", "09\npass@k"]
     colors = ["#eeeeee"] + ["#e8f0fe"] * 5 + ["#e6f4ea"] * 4
     for i, label in enumerate(labels):
-        x, y = 0.65 + 1.19 * i, 1.5 if i % 2 == 0 else 1.0
-        _box(ax, x, y, label, colors[i], w=1.1, h=0.55)
+        x, y = 0.65 + 1.19 * i, 1.55 if i % 2 == 0 else 0.95
+        _box(ax, x, y, label, colors[i], w=1.1, h=0.6)
     ax.text(3.5, 0.2, "reasoning-gym on a CPU (blue)", ha="center", fontsize=8)
     ax.text(9.2, 0.2, "Lean proofs, GPUs (green)", ha="center", fontsize=8)
     return fig

@@ -1,13 +1,14 @@
 """Evaluation: a policy's held-out greedy accuracy (chapters 3–5), and for provers pass@k
-(unbiased) and verl's bootstrap best@k (chapter 9).
+(unbiased) and the course's restatement of verl's bootstrap best@k (chapter 9).
 
 pass@k (Chen et al. 2021, "Evaluating Large Language Models Trained on Code"): with n samples
 of which c are correct, the probability that k samples drawn *without* replacement contain a
 correct one — ``1 - C(n-c, k) / C(n, k)``, computed as a stable product.
 
-best@k (verl ``metric_utils.py::bootstrap_metric``): draw k of the n samples *with* replacement,
-take the best, average over 1000 bootstrap draws (seed 42). Sampling with replacement can pick
-the same failure twice, so best@k ≤ pass@k in expectation; at k = n the gap is largest.
+best@k, restated here from verl's ``metric_utils.py::bootstrap_metric`` (verl itself is not imported):
+draw k of the n samples *with* replacement, take the best, average over 1000 bootstrap draws (seed 42).
+Sampling with replacement can pick the same failure twice, so best@k ≤ pass@k in expectation; at k = n
+the gap is largest.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 def best_at_k(correct: list[float] | np.ndarray, k: int, n_bootstrap: int = 1000, seed: int = 42) -> float:
-    """verl's bootstrap best@k for one problem: mean over draws of the max of k samples with replacement."""
+    """The course's restatement of verl's bootstrap best@k for one problem: the mean over draws of the max of
+    k samples drawn with replacement."""
     values = np.asarray(correct, dtype=float)
     if values.size == 0 or k < 1:
         raise ValueError("need at least one sample and k >= 1")

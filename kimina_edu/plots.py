@@ -62,6 +62,7 @@ def plot_clipped_surrogate(advantage: float, eps_low: float, eps_high: float, ra
     if ratio is not None:
         ax.plot([ratio], clipped_surrogate(np.array([ratio]), advantage, eps_low, eps_high), "ro")
     ax.set_xlabel("ratio r = π_new / π_old")
+    ax.set_ylabel("objective per token, and its slope d/dr")
     ax.set_title(f"A = {advantage:+.2f}, ε_low = {eps_low}, ε_high = {eps_high}")
     ax.legend(fontsize=8, loc="best")
     return ax
@@ -263,7 +264,7 @@ def plot_token_weights(lengths: list[int], weights: dict[str, list[float]], ax=N
         ax.plot(lengths, w, linestyle=style, marker=marker, markersize=9 - 2.5 * i, lw=2.5 - 0.5 * i, label=label,
                 alpha=0.9)
     ax.set(xlabel="completion length (tokens)", ylabel="gradient weight per token", yscale="log")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the axes: it covers no line
     return ax
 
 
@@ -298,7 +299,7 @@ def plot_pass_vs_best(ks: list[int], pass_k: dict[int, float], best_k: dict[int,
 
     ax = _ax(ax)
     ax.plot(ks, [pass_k[k] for k in ks], "o-", label="pass@k (unbiased, without replacement)")
-    ax.plot(ks, [best_k[k] for k in ks], "s--", label="best@k (verl bootstrap, with replacement)")
+    ax.plot(ks, [best_k[k] for k in ks], "s--", label="best@k (the course's restatement of verl's bootstrap, with replacement)")
     ax.set_xscale("log")
     ax.xaxis.set_major_locator(FixedLocator(ks))
     ax.set_xticks(ks, [str(k) for k in ks])

@@ -140,7 +140,7 @@ def check_05(m):
 def check_08(m):
     assert m["reward_scores"] == [1.0, 1.0, 0.0, 0.0, 0.0, 0.0]
     assert m["reward_acc"] == [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
-    assert m["dr_grpo_matches_verl"]
+    assert m["dr_grpo_matches_restated_verl"], "dr_grpo must equal the course's restatement of verl's agg_loss"
     assert m["second_turn_counts"] == {"added": 6, "valid": 1, "filtered": 1}
     assert 0.3 < m["second_turn_share"] < 0.7
     assert "GPU" in m["preflight_message"] and "\n" not in m["preflight_message"]
