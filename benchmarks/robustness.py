@@ -96,7 +96,7 @@ def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dic
         raise ValueError("grpo.reward changes chapter 4's reward only; chapter 5's TRL run would score another: --until grpo")
     row: dict = {"seed": seed, "threads": torch.get_num_threads(), "model": model_id}
     recipe = SFTRecipe.preset(model_id, seed=seed, **(sft or {}))
-    cfg = TrainConfig.preset(model_id, seed=seed, eval_every=0, **(grpo or {}))
+    cfg = TrainConfig.preset(model_id, seed=seed, eval_every=0, **grpo)
     eval_entries, fresh_entries = held_out(cfg.task, N_EVAL), fresh_draw(cfg.task, N_EVAL)
     on_balanced = {id(b) for b in claim_balanced(eval_entries)}
     balanced = [i for i, e in enumerate(eval_entries) if id(e) in on_balanced]
@@ -132,7 +132,7 @@ def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dic
         row["grpo_before"] = sum(right_before) / len(right_before)
         fresh_right_before = greedy(fresh_entries)[1]
         # chapter 4's probes: drawn as its section 2 draws them, recorded as often as the notebook records them
-        notebook_eval_every = TrainConfig.preset(model_id, seed=seed, **(grpo or {})).eval_every
+        notebook_eval_every = TrainConfig.preset(model_id, seed=seed, **grpo).eval_every
         probes = ProbeSet.sample(model, tok, cfg, train_entries, every=max(1, notebook_eval_every // 5))
         trainer = GRPOTrainer(model, tok, cfg, train_entries=train_entries, output_dir=keep / "grpo", progress=False,
                               probes=probes, reward_fn=reward_fn)

@@ -549,8 +549,8 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signal.SIGTERM, previous)
         if _terminating.get("deadline"):
             _terminating["deadline"].cancel()
-    missed = [line for r in results if r.ok for line in missed_goals(r.name, r.metrics)]
     goals = goal_lines([(r.name, r.metrics) for r in results if r.ok])
+    missed = goals[1:]  # after the count line, one line per goal missed
     table = summary_table(results) + f"\n{calibration}" + "".join(f"\n{line}" for line in goals)
     (run_dir / "summary.txt").write_text(table + "\n")
     marker.unlink()
