@@ -68,6 +68,13 @@ def plot_clipped_surrogate(advantage: float, eps_low: float, eps_high: float, ra
     return ax
 
 
+def smoothing_window(steps: int) -> int:
+    """How many steps a run's curves are averaged over: 5 on a run of 30 steps or more, where step-to-step
+    sampling noise hides the trend; none on a shorter one (SmolLM2's 24 steps), where 5 of a handful of
+    points would blur what each step did."""
+    return 5 if steps >= 30 else 1
+
+
 def plot_curves(logs: list[dict], keys: Iterable[str], ax=None, label_prefix: str = "", window: int = 1,
                 band: dict[str, str] | None = None):
     """Plot logged metrics over steps (one line per key), optionally smoothed.

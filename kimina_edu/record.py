@@ -56,19 +56,29 @@ def measured_range(model: str, label: str, folder: Path = MEASURED) -> MeasuredR
     return MeasuredRange(row[0], min(values), max(values), f"benchmarks/measured/{name}.json, {date}".rstrip(", "))
 
 
-def beside(model: str, this_run: dict[str, float]) -> list[str]:
+def beside(model: str, this_run: dict[str, float | tuple[float, float, float]]) -> list[str]:
     """One line per figure: ``label`` → this run's value against the measured range (✓ inside it, or
-    where outside). Values are in the record's units (percent for accuracies, points for gains)."""
+    where outside). Values are in the record's units (percent for accuracies, points for gains); a gain
+    measured on the same questions is passed as (point, low, high) and printed with its 95% interval."""
     lines = []
     for label, value in this_run.items():
+        point, shown = _shown(value)
         found = measured_range(model, label)
         if found is None:
-            lines.append(f"  {label}: this run {value:+.1f} — no measured range for {model!r}")
+            lines.append(f"  {label}: this run {shown} — no measured range for {model!r}")
             continue
-        where = "✓ inside" if found.holds(value) else ("below" if value < found.low else "above")
-        lines.append(f"  {found.label}: this run {value:.1f}; measured {found.low:.1f} … {found.high:.1f} "
+        where = "✓ inside" if found.holds(point) else ("below" if point < found.low else "above")
+        lines.append(f"  {found.label}: this run {shown}; measured {found.low:.1f} … {found.high:.1f} "
                      f"({found.source}) {where}")
     return lines
+
+
+def _shown(value: float | tuple[float, float, float]) -> tuple[float, str]:
+    """(the point, as printed): a number with one decimal, or a paired gain with its interval."""
+    if isinstance(value, tuple):
+        point, lo, hi = value
+        return point, f"{point:+.1f} [{lo:+.1f}, {hi:+.1f}]" + ("" if lo > 0 else ", not clearly above zero")
+    return value, f"{value:.1f}"
 
 
 # a chapter's figures (this run's metric names) → the record's rows, per model (CPU rows for SmolLM2)
@@ -80,7 +90,7 @@ ROWS = {
 }
 
 
-def print_measured(model_id: str, figures: dict[str, float], *, accuracy: float, n_questions: int,
+def print_measured(model_id: str, figures: dict[str, float | tuple[float, float, float]], *, accuracy: float, n_questions: int,
                    seed: int, smoke: bool = False) -> list[str]:
     """A notebook's closing "measured" cell: this run's figures (percent, points) beside the record's
     ranges for this model, after the standard error of one evaluation on this run's questions (Agresti–

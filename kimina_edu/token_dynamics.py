@@ -254,8 +254,11 @@ def explain_probes(probe_rows: list[dict], probe_tokens: Sequence[Sequence[str]]
 
 
 def token_label(text: str, width: int = 14) -> str:
-    """A token as a figure label: a leading space as ·, a newline as ↵, cut to ``width`` characters."""
-    shown = text.replace("\n", "↵").replace("\t", "⇥")
+    """A token as a figure label: :func:`kimina_edu.plots.token_label`'s visible newline (⏎), tab and <eos>,
+    and a leading space as · (' does' is not 'does'), cut to ``width`` characters."""
+    from kimina_edu.plots import token_label as readable  # lazily: the records are written without matplotlib
+
+    shown = readable(text)
     shown = "·" + shown[1:] if shown.startswith(" ") else shown
     return shown if len(shown) <= width else shown[: width - 1] + "…"
 
@@ -268,6 +271,11 @@ def _spread(records: list[dict], max_panels: int) -> list[dict]:
     return [records[i] for i in idx]
 
 
+def _count(n: int) -> str:
+    """A token count short enough to sit under a box: 940, 1.9k, 12k."""
+    return str(n) if n < 1000 else f"{n / 1000:.1f}k" if n < 10_000 else f"{n // 1000}k"
+
+
 def _box(ax, rec: dict) -> None:
     """The recorded quantiles as two boxes (A > 0, A < 0): box 25–75%, whiskers 5–95%, median line."""
     stats, colours = [], []
@@ -275,7 +283,7 @@ def _box(ax, rec: dict) -> None:
         q = rec[side]["q"]
         if q:
             stats.append({"whislo": q[0], "q1": q[1], "med": q[2], "q3": q[3], "whishi": q[4],
-                          "mean": rec[side]["mean"], "label": f"A{'>' if side == 'pos' else '<'}0\n{rec[side]['n']} tok",
+                          "mean": rec[side]["mean"], "label": f"A{'>' if side == 'pos' else '<'}0\n{_count(rec[side]['n'])}",
                           "fliers": []})
             colours.append(colour)
     if stats:
@@ -344,8 +352,9 @@ def plot_token_shift(records: list[dict], *, max_panels: int = 12, cols: int = 4
         if c == 0:
             box.set_ylabel("Δlog-prob per token (nats)", fontsize=8)
     fig.suptitle(f"What each measured update did to each token ({len(chosen)} of {len(records)} measured updates; "
-                 "box 25–75%, whiskers 5–95%, ▲ mean;\n"
-                 "top movers: green A > 0, red A < 0, bold and filled inside <answer>…</answer>)", fontsize=10)
+                 "box 25–75%, whiskers 5–95%, ▲ mean, its tokens counted under it;\n"
+                 "top movers: green A > 0, red A < 0, bold and filled inside <answer>…</answer>; "
+                 "· a leading space, ⏎ a newline)", fontsize=10)
     return fig
 
 

@@ -108,7 +108,8 @@ def check_04(m):
     assert len(m["own_loop"]) == 2
     # the probes across the run: recorded at step 0, every probe_every steps and at the end
     assert m["probe_checkpoints"] == 1 + m["steps"] // m["probe_every"] + (m["steps"] % m["probe_every"] > 0)
-    assert "high" in m["probe_roles"] and "low" in m["probe_roles"], "section 2's batch has signal in SMOKE"
+    assert "high" in m["probe_roles"] and "low" in m["probe_roles"], "the probe batches have signal in SMOKE"
+    assert m["probe_questions"] == 4, "SMOKE's probe set follows 4 questions (a full run PROBE_QUESTIONS)"
     for key in ("probe_high_rise", "probe_low_rise", "probe_noise", "probe_drift_z", "adv_std_mean"):
         assert isinstance(m[key], float) and math.isfinite(m[key]), key
     assert m["probe_noise"] >= 0 and isinstance(m["probe_rise_beats_noise"], bool)
@@ -274,6 +275,8 @@ def check_hub_04(m, course):
     assert m["config"]["lr"] == 1e-4 and m["config"]["max_new_tokens"] == 32, "the hub SMOKE preset"
     assert m["derive_checks"] == {"completion_logprobs": True, "grpo_loss": True, "grpo_iteration": True,
                                   "own_loop_trains": True}
+    # the probes are drawn as on the pocket model (ProbeSet.sample), not from section 2's one batch
+    assert m["probe_questions"] == 4, "SMOKE's probe set follows 4 questions on every model"
     for key in ("accuracy_before", "accuracy_after", "format_before", "format_after"):
         assert 0.0 <= m[key] <= 1.0
 

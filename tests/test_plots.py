@@ -57,3 +57,10 @@ def test_a_control_character_in_a_token_is_shown_by_its_code_not_as_a_missing_gl
 
     assert token_label("\x06a\n") == "\\x06a⏎"
     assert token_label("") == "∅"
+
+
+def test_a_short_run_is_drawn_step_by_step_and_a_long_one_smoothed():
+    from kimina_edu.plots import smoothing_window
+
+    assert smoothing_window(6) == smoothing_window(24) == 1  # SmolLM2's compared steps and its whole run
+    assert smoothing_window(30) == smoothing_window(300) == 5  # the pocket model's runs

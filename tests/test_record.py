@@ -37,6 +37,15 @@ def test_the_printed_lines_carry_this_runs_value_its_range_and_the_noise(capsys)
     assert any("this run 70.0" in line and "✓ inside" in line for line in lines)
 
 
+def test_a_gain_with_its_paired_interval_is_printed_with_it_on_the_row_that_names_one():
+    found = measured_range("smollm2", "CPU: GRPO gain")
+    assert "[95% interval]" in found.label  # the row says an interval follows the point
+    (line,) = beside("smollm2", {"CPU: GRPO gain": (8.5, 4.2, 12.8)})
+    assert "this run +8.5 [+4.2, +12.8];" in line and line.endswith("✓ inside")
+    (line,) = beside("smollm2", {"CPU: GRPO gain": (2.0, -1.5, 5.5)})
+    assert "this run +2.0 [-1.5, +5.5], not clearly above zero;" in line
+
+
 def test_a_model_without_a_record_says_so_in_one_line():
     lines = print_measured("HuggingFaceTB/SmolLM-135M-Instruct", {"grpo_gain": 1.0}, accuracy=0.5, n_questions=200, seed=0)
     assert len(lines) == 2 and "No measured ranges" in lines[1]

@@ -129,6 +129,20 @@ def test_a_box_too_thin_to_draw_says_how_thin_it_is():
     assert "within ±2e-06" in box.get_xlabel()
 
 
+def test_box_labels_of_thousands_of_tokens_stay_apart_and_the_title_explains_the_token_marks():
+    recs = _records(4)
+    for rec in recs:  # a real model's buffer: thousands of tokens a side
+        rec["pos"]["n"], rec["neg"]["n"] = 1940, 1448
+    fig = plot_token_shift(recs)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in (a for a in fig.axes if a.get_label() == "token_shift_box"):
+        left, right = (t.get_window_extent(renderer) for t in ax.get_xticklabels())
+        assert left.x1 < right.x0, [t.get_text() for t in ax.get_xticklabels()]
+    title = fig._suptitle.get_text()
+    assert "· a leading space" in title and "⏎ a newline" in title, "the figure says what · and ⏎ stand for"
+
+
 def test_cumulative_view_adds_up_the_moves_across_updates():
     recs = _records(4)
     fig = plot_token_shift_cumulative(recs)
@@ -185,7 +199,7 @@ def test_explain_probes_splits_at_the_fork_what_the_checks_read():
 
 
 def test_token_labels_show_whitespace_and_markup_visibly():
-    assert token_label("\n<|im_end|>") == "↵<|im_end|>"
+    assert token_label("\n<|im_end|>") == "⏎<eos>"  # as the probe figures show it (plots.token_label)
     assert token_label(" does") == "·does"
     assert token_label("x" * 40).endswith("…") and len(token_label("x" * 40)) <= 16
 

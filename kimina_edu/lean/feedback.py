@@ -1,9 +1,10 @@
 """Chapter 7 — Lean's errors as the second turn's prompt, and the cache that holds them.
 
 Feedback (the recipe's ``create_tool_message`` in ``error_fixing.py``): the first three
-messages with ``severity == "error"``, each as ``# Error i:``, the message, and a 5-line
-numbered window of the code with the error line marked; ``# System Error:`` for timeouts and
-server failures. There is no "please fix" sentence: the feedback *is* the user turn.
+messages with ``severity == "error"``, each as ``# Error i:``, the message, and a numbered
+window of the code (the error line ± 2, cut at the code's ends) with the error line marked;
+``# System Error:`` for timeouts and server failures. There is no "please fix" sentence: the
+feedback *is* the user turn.
 
 Line numbers: kimina-lean-server 2.0.0 (the pinned image, Lean v4.15.0) reports positions
 relative to the body after the import header (imports **and** the blank lines after them);
@@ -98,8 +99,8 @@ def build_feedback(code: str, result: dict[str, Any], *, max_errors: int = 3,
     """The second-turn user message for a failed proof (``result``: one ``/api/check`` result).
 
     The recipe's ``create_tool_message``: per error (first three with ``severity == "error"``)
-    ``# Error i:``, the message and — only when the message has a position — the 5-line
-    window; with no such error, ``# System Error:`` and the result's top-level ``error``, or
+    ``# Error i:``, the message and — only when the message has a position — the window of
+    up to 5 lines; with no such error, ``# System Error:`` and the result's top-level ``error``, or
     ``""`` when there is none (a proof with only ``sorry`` gets no feedback in the recipe).
     ``line_scheme="recipe"`` numbers the window as the recipe does; ``"relative"`` /
     ``"absolute"`` number it as the code the model wrote, for a server that reports body-relative
