@@ -99,7 +99,7 @@ def two_turn_flow():
     """Chapter 7: a failed first attempt, Lean's messages as feedback, one second attempt."""
     fig, ax = _canvas(12, 3.4, "Error correction: attempt, Lean feedback, one fix (chapter 7)")
     _chain(ax, [(1.3, 2.3, "problem\n(formal statement)"), (3.9, 2.3, "turn 1:\nmodel writes a proof"),
-                (6.5, 2.3, "Lean server\nchecks it"), (9.1, 2.3, "feedback: ≤ 3 errors,\n5-line windows")],
+                (6.5, 2.3, "Lean server\nchecks it"), (9.1, 2.3, "feedback: ≤ 3 errors,\n≤ 5-line windows")],
            ["", "", "fails"], w=2.1)
     _box(ax, 9.1, 0.7, "second-turn cache\n(newest prompts, drawn p = 0.5)", "#fff4e0", w=2.6)
     _box(ax, 3.9, 0.7, "turn 2: model sees proof +\nfeedback, writes a fix", "#e6f4ea", w=2.6)
