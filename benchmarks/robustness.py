@@ -131,7 +131,9 @@ def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dic
             right_before = greedy(eval_entries)[1]
         row["grpo_before"] = sum(right_before) / len(right_before)
         fresh_right_before = greedy(fresh_entries)[1]
-        # chapter 4's probes: drawn as its section 2 draws them, recorded as often as the notebook records them
+        # chapter 4's probes, 40 questions with signal (ProbeSet.sample, as the notebook draws them) — but from the
+        # first training questions, where the notebook starts at the 2,000th, and scored every eval_every // 5 steps,
+        # where it scores every // 2: kept as the recorded seeds ran, so their rows stay comparable
         notebook_eval_every = TrainConfig.preset(model_id, seed=seed, **grpo).eval_every
         probes = ProbeSet.sample(model, tok, cfg, train_entries, every=max(1, notebook_eval_every // 5))
         trainer = GRPOTrainer(model, tok, cfg, train_entries=train_entries, output_dir=keep / "grpo", progress=False,

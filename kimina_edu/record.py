@@ -75,7 +75,7 @@ def beside(model: str, this_run: dict[str, float | tuple[float, float, float]]) 
 
 def _shown(value: float | tuple[float, float, float]) -> tuple[float, str]:
     """(the point, as printed): a number with one decimal, or a paired gain with its interval."""
-    if isinstance(value, tuple):
+    if isinstance(value, tuple | list):  # metrics.json keeps a paired gain as a list
         point, lo, hi = value
         return point, f"{point:+.1f} [{lo:+.1f}, {hi:+.1f}]" + ("" if lo > 0 else ", not clearly above zero")
     return value, f"{value:.1f}"

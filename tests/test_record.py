@@ -42,6 +42,7 @@ def test_a_gain_with_its_paired_interval_is_printed_with_it_on_the_row_that_name
     assert "[95% interval]" in found.label  # the row says an interval follows the point
     (line,) = beside("smollm2", {"CPU: GRPO gain": (8.5, 4.2, 12.8)})
     assert "this run +8.5 [+4.2, +12.8];" in line and line.endswith("✓ inside")
+    assert beside("smollm2", {"CPU: GRPO gain": [8.5, 4.2, 12.8]}) == [line]  # as metrics.json keeps it
     (line,) = beside("smollm2", {"CPU: GRPO gain": (2.0, -1.5, 5.5)})
     assert "this run +2.0 [-1.5, +5.5], not clearly above zero;" in line
 
