@@ -256,17 +256,15 @@ FIGURES = [("sft_epochs", "03 SFT epochs run", NUM), ("sft_accuracy", "03 SFT ac
 
 
 def table(rows: list[dict]) -> str:
+    from kimina_edu.record import gain_text
+
     lines = ["| figure | min | median | max | runs |", "|---|---|---|---|---|"]
     for key, label, fmt in FIGURES:
         vals = [r[key] for r in rows if r.get(key) is not None]
         if vals and fmt is None:  # a gain with its interval per run: the smallest and largest gain with theirs
             vals.sort()
-
-            def interval(v: list[float]) -> str:
-                return f"{v[0]:+.1f} [{v[1]:+.1f}, {v[2]:+.1f}]"
-
-            lines.append(f"| {label} | {interval(vals[0])} | {statistics.median(v[0] for v in vals):+.1f} | "
-                         f"{interval(vals[-1])} | {len(vals)} |")
+            lines.append(f"| {label} | {gain_text(*vals[0])} | {statistics.median(v[0] for v in vals):+.1f} | "
+                         f"{gain_text(*vals[-1])} | {len(vals)} |")
         elif vals:
             lo, mid, hi = min(vals), statistics.median(vals), max(vals)
             lines.append(f"| {label} | {fmt(lo)} | {fmt(mid)} | {fmt(hi)} | {len(vals)} |")

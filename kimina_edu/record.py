@@ -73,11 +73,16 @@ def beside(model: str, this_run: dict[str, float | tuple[float, float, float]]) 
     return lines
 
 
+def gain_text(point: float, lo: float, hi: float) -> str:
+    """A paired gain with its 95% interval, in points, as the record writes it: ``+8.5 [+4.2, +12.8]``."""
+    return f"{point:+.1f} [{lo:+.1f}, {hi:+.1f}]"
+
+
 def _shown(value: float | tuple[float, float, float]) -> tuple[float, str]:
     """(the point, as printed): a number with one decimal, or a paired gain with its interval."""
     if isinstance(value, tuple | list):  # metrics.json keeps a paired gain as a list
         point, lo, hi = value
-        return point, f"{point:+.1f} [{lo:+.1f}, {hi:+.1f}]" + ("" if lo > 0 else ", not clearly above zero")
+        return point, gain_text(point, lo, hi) + ("" if lo > 0 else ", not clearly above zero")
     return value, f"{value:.1f}"
 
 

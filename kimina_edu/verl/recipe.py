@@ -19,6 +19,13 @@ MODELS = {"1.7B": "AI-MO/Kimina-Prover-Distill-1.7B", "0.6B": "AI-MO/Kimina-Prov
 PRESETS = ("full", "dry_run", "one_gpu")
 
 
+def preset_model(preset: str) -> str:
+    """The policy a preset trains when no ``model`` is given: the 0.6B prover for ``one_gpu``, else the 1.7B."""
+    if preset not in PRESETS:
+        raise ValueError(f"preset must be one of {PRESETS}; got {preset!r}")
+    return MODELS["0.6B" if preset == "one_gpu" else "1.7B"]
+
+
 def recipe_overrides(preset: str = "full", *, n_gpus: int | None = None, model: str | None = None,
                      data_dir: str | Path = "prompt_sets", logger: str = "console",
                      package_dir: str | Path = PACKAGE_DIR) -> list[tuple[str, str]]:
@@ -38,8 +45,7 @@ def recipe_overrides(preset: str = "full", *, n_gpus: int | None = None, model: 
     full = preset == "full"
     one = preset == "one_gpu"
     n_gpus = n_gpus or (1 if one else 8)
-    model = model or ("0.6B" if one else "1.7B")
-    model_path = MODELS.get(model, model)
+    model_path = MODELS.get(model, model) if model else preset_model(preset)
     prompt_len, response_len = {"full": (8192, 24576), "dry_run": (1684, 6508), "one_gpu": (2048, 8192)}[preset]
     batch, mini = {"full": (256, 32), "dry_run": (8, 8), "one_gpu": (32, 8)}[preset]
     data, package = Path(data_dir), Path(package_dir)
