@@ -103,6 +103,34 @@ def test_sft_stops_at_the_first_epoch_that_reaches_the_dev_target(tmp_path, targ
     assert log[-1]["step"] == 2 * (stops_at or 4)  # 16 examples / batch 8 = 2 steps per epoch
 
 
+@pytest.mark.usefixtures("offline_shared_cache")
+@pytest.mark.parametrize("target, checked_steps", [(0.0, [3]), (1.01, [3, 4, 5, 6, 7, 8])])
+def test_sft_checks_the_dev_target_every_few_steps_when_asked(tmp_path, target, checked_steps):
+    """``every=1`` checks after each optimizer step from the first step of epoch ``from_epoch`` (step 3
+    of 2-step epochs), not at epoch ends, and stops at the first step that reaches the target."""
+    from kimina_edu.models import base_model_path
+    from kimina_edu.pocket import PocketRecipe
+    from kimina_edu.sft import DevTargetStop, sft_train
+    from kimina_edu.tasks import dev_split
+
+    examples, _ = make_sft_examples(make_entries("syllogism", 16, SEEDS["sft"]))
+    stop = DevTargetStop(dev_split("syllogism", 8), target, from_epoch=2, max_new_tokens=16, every=1)
+    _, _, log = sft_train(base_model_path("pocket", PocketRecipe.smoke()), examples, output_dir=tmp_path, epochs=4,
+                          lr=5e-3, batch_size=8, stop=stop)
+    assert [c["step"] for c in stop.history] == checked_steps
+    assert stop.history[0]["epoch"] == 1.5
+    assert log[-1]["step"] == checked_steps[-1]
+
+
+def test_a_step_wise_dev_stop_hashes_apart_and_the_default_hashes_as_before():
+    from kimina_edu.sft import SFTRecipe, sft_adapter_dir
+
+    plain = SFTRecipe.preset("smollm2")
+    assert sft_adapter_dir("base", plain) == sft_adapter_dir("base", SFTRecipe.preset("smollm2", dev_every=0))
+    assert sft_adapter_dir("base", plain) != sft_adapter_dir("base", SFTRecipe.preset("smollm2", dev_every=5))
+    assert SFTRecipe.preset("smollm2", dev_target=0.74, dev_every=5).stop_rule().every == 5
+
+
 def test_dev_split_is_disjoint_from_the_held_out_split():
     from kimina_edu.tasks import dev_split
 
