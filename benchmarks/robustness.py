@@ -108,6 +108,7 @@ def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dic
     row["sft_seconds"] = time.perf_counter() - t0
     checks = sft_stop_record(adapter).get("dev_checks", [])
     row["sft_epochs"] = checks[-1]["epoch"] if checks else recipe.epochs
+    row["sft_dev_checks"] = checks  # the dev accuracy at each check that SFT ran (empty without a dev target)
     model, tok = load_policy(base, adapter=adapter, verbose=False)
     r = evaluate_policy(model, tok, eval_entries, max_new_tokens=SFT_EVAL_TOKENS, progress=False, keep_completions=True)
     row.update(n_eval=len(eval_entries), sft_accuracy=r["accuracy"], sft_format_rate=r["format_rate"],
@@ -231,7 +232,7 @@ FRESH_FIGURES = ("accuracy_before", "accuracy_after", "gain_paired_points")  # c
 
 
 PCT, PTS, NUM = "{:.1%}".format, lambda v: f"{100 * v:+.1f}", "{:.0f}".format  # points: differences of rates
-FIGURES = [("sft_epochs", "03 SFT epochs run", NUM), ("sft_accuracy", "03 SFT accuracy", PCT),
+FIGURES = [("sft_epochs", "03 SFT epochs run", "{:g}".format), ("sft_accuracy", "03 SFT accuracy", PCT),
            ("sft_format_rate", "03 SFT format rate", PCT), ("claim_read_sft", "03 claim restated right", PCT),
            ("reward_rise", "04 sampled reward, last − first quarter of steps", "{:+.2f}".format),
            ("grpo_after", "04 accuracy after GRPO", PCT), ("claim_read_after", "04 claim restated right after", PCT),
