@@ -236,6 +236,8 @@ def plot_update_shift(logs: list[dict], ax=None, gap_ax=None):
     ax.set(xlabel="GRPO step (measured updates only)", ylabel="Δ mean log π per token  [nats]",
            title="each measured update, on the completions it learned from: after − before the optimizer step")
     ax.legend(fontsize=8, loc="best")
+    if len(steps) <= 12:  # a tick at each measured step: a wide bar centred on step 1 must not read as step 0
+        ax.set_xticks(steps)
     if gap_ax is not None:
         gap = pos - neg
         width = 0.8 * (min(np.diff(steps)) if len(steps) > 1 else 1)
@@ -244,6 +246,8 @@ def plot_update_shift(logs: list[dict], ax=None, gap_ax=None):
         gap_ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
         gap_ax.set(xlabel="GRPO step (measured updates only)", ylabel="rewarded − penalised  [nats per token]",
                    title=f"the gap, update by update: right way round in {int((gap > 0).sum())} of {len(gap)}")
+        if len(steps) <= 12:
+            gap_ax.set_xticks(steps)
     return ax
 
 

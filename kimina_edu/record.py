@@ -98,12 +98,15 @@ ROWS = {
 def print_measured(model_id: str, figures: dict[str, float | tuple[float, float, float]], *, accuracy: float, n_questions: int,
                    seed: int, smoke: bool = False) -> list[str]:
     """A notebook's closing "measured" cell: this run's figures (percent, points) beside the record's
-    ranges for this model, after the standard error of one evaluation on this run's questions (Agresti–
-    Coull's estimate, so an accuracy of 0% or 100% on few questions does not claim no error at all)."""
-    p = (accuracy * n_questions + 2) / (n_questions + 4)
+    ranges for this model, after the standard error of one evaluation on this run's questions: √(p(1−p)/n),
+    the one the chapters print beside an accuracy; at 0% or 100%, where that says no error at all,
+    Agresti–Coull's estimate, named."""
+    extreme = accuracy <= 0.0 or accuracy >= 1.0
+    p = (accuracy * n_questions + 2) / (n_questions + 4) if extreme else accuracy
     se = 100 * (p * (1 - p) / max(1, n_questions)) ** 0.5
     lines = [(f"This run: seed {seed}, {n_questions} held-out questions — one evaluation's standard error "
-              f"±{se:.1f} points; a difference under about twice that is not a result.")]
+              f"±{se:.1f} points{' (Agresti–Coull, at an accuracy of ' + f'{accuracy:.0%})' if extreme else ''}; "
+              "a difference under about twice that is not a result.")]
     if smoke:
         lines.append("SMOKE sizes (a test run): the ranges below are for full runs, not comparable with this one.")
     rows = ROWS.get(model_id)

@@ -176,6 +176,13 @@ def explain(records: list[dict]) -> list[str]:
     if texts:
         lines.append(f"{WHY} answer tokens by text (mean Δ per update, all advantages): "
                      + ", ".join(f"{token_label(t)!r} {_f(m)} ({c} tokens)" for t, c, m in texts))
+        up = [t for t, _, m in texts if m > 0]
+        down = [t for t, _, m in texts if m < 0]
+        if up and down:
+            lines.append(f"{WHY} over all completions the updates moved the answer itself toward "
+                         f"{' and '.join(repr(token_label(t)) for t in up)} and away from "
+                         f"{' and '.join(repr(token_label(t)) for t in down)}: a drift of the verdict, whatever each "
+                         "completion's advantage")
     top = [t for r in records for t in r["top"]]
     if top:
         lines.append(f"{WHY} {sum(t['in_answer'] for t in top)} of {len(top)} largest single-token moves sat inside "
@@ -187,8 +194,10 @@ def explain(records: list[dict]) -> list[str]:
         verdict = ("a completion's summed change is carried by its few large movers, not by its typical token"
                    if big >= 10 * max(med) else "the typical token moved more than a tenth as far as the largest movers: "
                    "the updates moved the completions broadly, not a few tokens")
-        lines.append(f"{WHY} the median token moved at most {max(med):.2g} nats in any measured update, the top movers "
-                     f"{big:.2g} on average: {verdict}")
+        typical = (f"the median token moved at most {max(med):.2g} nats in any measured update" if max(med) > 0 else
+                   "the median token's change was exactly 0 in every measured update (a token the policy is already "
+                   "sure of has log-prob 0 to fp32 precision, before and after)")
+        lines.append(f"{WHY} {typical}, the top movers {big:.2g} on average: {verdict}")
     return lines
 
 
@@ -246,6 +255,12 @@ def explain_probes(probe_rows: list[dict], probe_tokens: Sequence[Sequence[str]]
         lines.append(f"{WHY} " + ("from the fork on, the tokens that moved most: " if forked else
                                   "the answer tokens that moved most, whatever the probe's advantage: ")
                      + "; ".join(f"{token_label(t)!r} ({where(v)})" for t, v in ranked))
+        in_both = [v for _, v in ranked if v.get("high") and v.get("low")]
+        alike = [v for v in in_both if np.sign(np.mean(v["high"])) == np.sign(np.mean(v["low"])) != 0]
+        if alike and 2 * len(alike) >= len(in_both):
+            lines.append(f"{WHY} {len(alike)} of the {len(in_both)} top movers found in both kinds of probe moved the "
+                         "same way in rewarded and penalised ones: the run moved these words whatever a probe's "
+                         "advantage, so a probe's change follows which of them it holds more than its reward")
     return lines or [(f"{WHY} none of the {len(first)} probes scored at step {steps[0]} and {steps[-1]} is rewarded or "
                      "penalised: the probe batch had no question with signal")]
 

@@ -55,7 +55,15 @@ def test_a_model_without_a_record_says_so_in_one_line():
 
 def test_a_smoke_run_is_said_to_be_no_comparison_and_zero_accuracy_still_has_an_error():
     lines = print_measured("pocket", {"grpo_gain": 0.0}, accuracy=0.0, n_questions=40, seed=0, smoke=True)
-    assert "SMOKE" in lines[1] and "±0.0" not in lines[0]
+    assert "SMOKE" in lines[1] and "±0.0" not in lines[0] and "Agresti–Coull" in lines[0]
+
+
+def test_the_noise_line_uses_the_standard_error_the_chapters_print_beside_an_accuracy():
+    from kimina_edu.record import accuracy_with_se
+
+    lines = print_measured("smollm2", {}, accuracy=0.8375, n_questions=400, seed=0)
+    assert "±1.8 points" in lines[0] and "± 1.8 points" in accuracy_with_se(0.8375, 400)
+    assert "Agresti" not in lines[0]
 
 
 def test_a_paired_gain_is_the_mean_difference_with_its_interval():

@@ -211,3 +211,40 @@ def test_explain_keeps_two_significant_digits_of_a_thousandth_of_a_nat():
             r["answer"][side]["mean"] = 7e-4 if side == "pos" else -9e-4
     text = "\n".join(explain(recs))
     assert "+0.0007" in text and "-0.0009" in text and "±0.00 " not in text
+
+
+def test_explain_probes_says_when_the_top_movers_moved_alike_whatever_the_advantage():
+    # both probes hold " no" after the fork; it rose 0.4 in the rewarded one and in the penalised one alike
+    tokens = [[" a", " no", " does"], [" a", " no", " follows"]]
+    before = [[-1.0] * 3, [-1.0] * 3]
+    after = [[-1.0, -0.6, -1.0], [-1.0, -0.6, -1.2]]
+    rows = [{"step": s, "probe": p, "group": 0, "role": role, "token_logp": lps[p]}
+            for s, lps in ((0, before), (30, after)) for p, role in enumerate(("high", "low"))]
+    text = "\n".join(explain_probes(rows, tokens, fork_spans=[(1, 3), (1, 3)]))
+    assert "'·no' (rewarded +0.40 in 1, penalised +0.40 in 1)" in text
+    assert "1 of the 1 top movers found in both kinds of probe moved the same way" in text
+    after[1][1] = -1.4  # the penalised probe's " no" now falls, as GRPO asks: no such line
+    rows = [{"step": s, "probe": p, "group": 0, "role": role, "token_logp": lps[p]}
+            for s, lps in ((0, before), (30, after)) for p, role in enumerate(("high", "low"))]
+    assert "moved the same way" not in "\n".join(explain_probes(rows, tokens, fork_spans=[(1, 3), (1, 3)]))
+
+
+def test_explain_says_a_median_change_of_exactly_zero_in_words():
+    recs = _records(2)
+    for r in recs:
+        for side in ("pos", "neg"):
+            r[side]["q"] = [0.0] * len(QUANTILES)
+    text = "\n".join(explain(recs))
+    assert "moved at most 0 nats" not in text and "change was exactly 0" in text
+
+
+
+def test_explain_names_a_drift_of_the_verdict_when_the_answer_texts_moved_apart():
+    recs = _records(2)
+    for r in recs:
+        r["answer_texts"] = [{"text": "No", "n": 5, "mean": 4e-4}, {"text": "Yes", "n": 4, "mean": -1e-3}]
+    text = "\n".join(explain(recs))
+    assert "moved the answer itself toward 'No' and away from 'Yes'" in text
+    for r in recs:
+        r["answer_texts"] = [{"text": "No", "n": 5, "mean": 4e-4}, {"text": "Yes", "n": 4, "mean": 1e-3}]
+    assert "moved the answer itself" not in "\n".join(explain(recs))  # both rose: no drift between them
