@@ -102,8 +102,7 @@ def print_measured(model_id: str, figures: dict[str, float | tuple[float, float,
     the one the chapters print beside an accuracy; at 0% or 100%, where that says no error at all,
     Agresti–Coull's estimate, named."""
     extreme = accuracy <= 0.0 or accuracy >= 1.0
-    p = (accuracy * n_questions + 2) / (n_questions + 4) if extreme else accuracy
-    se = 100 * (p * (1 - p) / max(1, n_questions)) ** 0.5
+    se = standard_error((accuracy * n_questions + 2) / (n_questions + 4) if extreme else accuracy, n_questions)
     lines = [(f"This run: seed {seed}, {n_questions} held-out questions — one evaluation's standard error "
               f"±{se:.1f} points{' (Agresti–Coull, at an accuracy of ' + f'{accuracy:.0%})' if extreme else ''}; "
               "a difference under about twice that is not a result.")]
