@@ -157,6 +157,9 @@ def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dic
         row.update(probe_summary(read_log(trainer.probe_path)))
         row.update(shift_summary(log))
         row["guard_stopped"] = getattr(trainer, "guard_stopped", None)
+        # with grpo.dev_every: each greedy dev check (its seconds are in grpo_seconds), and the step whose weights
+        # the run ended with when it was not the last
+        row["dev_checks"], row["dev_kept"] = trainer.dev_checks, trainer.dev_kept
         policy = save_policy(model, keep / "policy", base=base, merged=[keep / "sft_adapter"])
         (keep / "policy.json").write_text(json.dumps(policy, indent=1))
         after, right_after = greedy(eval_entries)

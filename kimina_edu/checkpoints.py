@@ -325,6 +325,10 @@ def trainer_state(trainer) -> dict[str, Any]:
     guard = getattr(trainer, "_guard_best", None)
     if guard is not None:  # the collapse guard's best window: put back if a resumed run collapses
         state["guard_best"] = {"step": guard[0], "weights": guard[1]}
+    dev = getattr(trainer, "_dev_best", None)
+    if dev is not None:  # the dev check's best weights so far (TrainConfig.dev_every), and every check's result
+        state["dev_best"] = {"step": dev[0], "accuracy": dev[1], "weights": dev[2]}
+        state["dev_checks"] = trainer.dev_checks
     return state
 
 
@@ -346,14 +350,18 @@ def restore_trainer(trainer, path: str | os.PathLike) -> None:
     check_config(state["config"], trainer.cfg, path)
     trainable = trainer.trainable()
     check_fits(state["trainable"], trainable, path)
-    guard = state.get("guard_best")
-    if guard is not None:
-        check_fits(guard["weights"], trainable, path)
+    guard, dev = state.get("guard_best"), state.get("dev_best")
+    for kept in (guard, dev):
+        if kept is not None:
+            check_fits(kept["weights"], trainable, path)
     with torch.no_grad():
         for name, value in state["trainable"].items():
             trainable[name].copy_(value)
     trainer._guard_best = None if guard is None else (
         guard["step"], {n: v.to(trainable[n].device) for n, v in guard["weights"].items()})
+    if dev is not None:
+        trainer._dev_best = (dev["step"], dev["accuracy"], {n: v.to(trainable[n].device) for n, v in dev["weights"].items()})
+        trainer.dev_checks = list(state.get("dev_checks", []))
     trainer.optimizer.load_state_dict(state["optimizer"])
     trainer.step = state["step"]
     trainer.data_rng.setstate(state["data_rng"])

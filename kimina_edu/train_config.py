@@ -66,6 +66,10 @@ class TrainConfig:
     # scored (no gradient) before and after its optimizer step(s) → log keys shift_pos / shift_neg,
     # the mean change of the per-token log-prob of the completions with A > 0 / A < 0 (0: never)
     shift_every: int = 10
+    # the dev check: greedy accuracy on the dev split (tasks.dev_split) before step 1 and every `dev_every`
+    # steps; the run ends with the weights of the best check (the warm-up's own among them), so a run whose
+    # sampled reward rises while its greedy answers fall ends no worse than where it started (0: off)
+    dev_every: int = 0
 
     # the learner's log-probs under softmax(logits / temperature) — the distribution the samples were
     # drawn from, as TRL and verl score them — instead of the model's own T = 1 distribution
@@ -81,6 +85,7 @@ class TrainConfig:
     VALUE_WHEN_MISSING: ClassVar[dict[str, object]] = {
         "balance_answers": False,  # questions drawn uniformly at random, as every run drew them before
         "score_at_temperature": False,  # log-probs under the model's own T = 1 softmax, as before
+        "dev_every": 0,  # the run ended with its last step's weights, as before
     }
 
     @classmethod

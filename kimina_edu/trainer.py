@@ -38,7 +38,7 @@ from kimina_edu.logprobs import Rollout, completion_logprobs, pad_batch, truncat
 from kimina_edu.probes import ProbeSet, update_shift
 from kimina_edu.rewards import RewardBreakdown, score_completion
 from kimina_edu.rollouts import TransformersBackend, arithmetic_bound, chat_prompt, encode_prompts
-from kimina_edu.tasks import SEEDS, make_entries
+from kimina_edu.tasks import SEEDS, dev_split, make_entries
 from kimina_edu.token_dynamics import TOKEN_SHIFT_FILE, token_shift_record
 from kimina_edu.train_config import TrainConfig
 
@@ -49,13 +49,17 @@ class GRPOTrainer:
     def __init__(self, model, tok, cfg: TrainConfig, *, train_entries: list[dict] | None = None,
                  eval_entries: list[dict] | None = None, output_dir: str | Path = "grpo_run",
                  reward_fn: Callable[[str, dict], RewardBreakdown] = score_completion, backend=None,
-                 progress: bool = True, probes: ProbeSet | None = None):
+                 progress: bool = True, probes: ProbeSet | None = None, dev_entries: list[dict] | None = None):
         self.model, self.tok, self.cfg = model, tok, cfg
         self.output_dir = Path(output_dir)
         self.output_dir.mkdir(parents=True, exist_ok=True)
         # the course's RL questions (its task settings, its own seed) unless given
         self.train_entries = train_entries if train_entries is not None else make_entries(cfg.task, 5000, SEEDS["rl"])
         self.eval_entries = eval_entries or []
+        # the dev check's questions (cfg.dev_every): the dev split unless given, never the held-out ones
+        self.dev_entries = dev_entries if dev_entries is not None or not cfg.dev_every else dev_split(cfg.task)
+        self.dev_checks: list[dict[str, float]] = []  # {"step", "accuracy"} of every dev check so far
+        self.dev_kept: int | None = None  # the step whose weights the run ended with, when not its last
         self.reward_fn, self.progress = reward_fn, progress
         self.backend = backend or TransformersBackend()
         self.params = [p for p in model.parameters() if p.requires_grad]
@@ -330,6 +334,8 @@ class GRPOTrainer:
         rewind_logs(self)  # rows past this step (an older run in the same folder) would be duplicated
         self._rewind_token_shift()
         self._record_probes(start=True)
+        if self.cfg.dev_every and not self.dev_checks:  # a resumed run brings its checks from the checkpoint
+            self._dev_check()  # the weights the run starts from: a candidate like every later check
         bar = tqdm(total=self.cfg.steps, initial=self.step, desc="GRPO", disable=not self.progress)
         in_step = False
         try:
@@ -354,6 +360,7 @@ class GRPOTrainer:
                         break
             if self.probes is not None and getattr(self, "_probe_step", None) != self.step:
                 self._record_probes()  # the run's last step, when it fell between two probe steps
+            self._keep_best_dev()
         except BaseException as exc:
             if in_step:  # a half-finished step is no state to resume from: keep the last clean checkpoint
                 self._torn = True
@@ -366,6 +373,39 @@ class GRPOTrainer:
         finally:
             bar.close()
         return read_log(self.log_path)
+
+    def _dev_check(self) -> float:
+        """Greedy accuracy on the dev questions under the current weights (``cfg.dev_every``), recorded in
+        ``dev_checks``; the weights are kept (LoRA: a few MB) when they beat every earlier check."""
+        from kimina_edu.eval import evaluate_policy
+
+        acc = evaluate_policy(self.model, self.tok, self.dev_entries, max_new_tokens=self.cfg.max_new_tokens,
+                              progress=False)["accuracy"]
+        if not self.dev_checks or acc > max(c["accuracy"] for c in self.dev_checks):  # a tie keeps the earlier
+            self._dev_best = (self.step, acc, {n: p.detach().clone() for n, p in self.trainable().items()})
+        self.dev_checks.append({"step": self.step, "accuracy": acc})
+        return acc
+
+    def _keep_best_dev(self) -> None:
+        """At the end of a run with dev checks: check the last weights too, then put back the best check's
+        weights when they are not the last ones, and say so in one line."""
+        if not self.cfg.dev_every:
+            return
+        if self.dev_checks[-1]["step"] != self.step or getattr(self, "guard_stopped", None):
+            self._dev_check()  # the weights the run ends with (the collapse guard may have put others back)
+        best_step, best, weights = self._dev_best
+        last = self.dev_checks[-1]["accuracy"]
+        if best > last:  # strictly: on a tie the run keeps its last weights
+            trainable = self.trainable()
+            with torch.no_grad():
+                for name, value in weights.items():
+                    trainable[name].copy_(value)
+            self.dev_kept = best_step
+            print(f"dev check: the run ends with the weights after step {best_step} (dev accuracy {best:.1%} on "
+                  f"{len(self.dev_entries)} questions), not those after step {self.step} ({last:.1%})")
+        else:
+            print(f"dev check: the last weights are the best ({last:.1%} on {len(self.dev_entries)} dev questions; "
+                  f"the run started at {self.dev_checks[0]['accuracy']:.1%})")
 
     def collapsed(self) -> bool:
         """The collapse guard (``cfg.guard_window``): True — after restoring the weights of the best
@@ -418,6 +458,8 @@ class GRPOTrainer:
         row = {"step": self.step, **stats, **learn_stats}
         if self.cfg.eval_every and self.eval_entries and self.step % self.cfg.eval_every == 0:
             row.update(self.evaluate())
+        if self.cfg.dev_every and self.step % self.cfg.dev_every == 0:
+            row["dev_accuracy"] = self._dev_check()
         # the step's rows land together, after the step: an interrupted step leaves no rows behind
         append_jsonl(self.rollout_path, getattr(self, "_pending_rollouts", []))
         self._pending_rollouts = []
