@@ -79,6 +79,7 @@ def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dic
         held_out,
         make_entries,
         premises_only_accuracy,
+        verdict_balance,
     )
     from kimina_edu.train_config import TrainConfig
     from kimina_edu.trainer import GRPOTrainer, read_log, reward_at_ends
@@ -112,7 +113,8 @@ def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dic
     model, tok = load_policy(base, adapter=adapter, verbose=False)
     r = evaluate_policy(model, tok, eval_entries, max_new_tokens=SFT_EVAL_TOKENS, progress=False, keep_completions=True)
     row.update(n_eval=len(eval_entries), sft_accuracy=r["accuracy"], sft_format_rate=r["format_rate"],
-               claim_read_sft=claim_read_rate(r["completions"], eval_entries))
+               claim_read_sft=claim_read_rate(r["completions"], eval_entries),
+               verdicts_sft=verdict_balance(r["completions"], eval_entries))
     if until == "sft":
         return row
 
@@ -170,6 +172,7 @@ def run_one(seed: int, *, until: str = "trl", sft: dict | None = None, grpo: dic
                    fresh_before=sum(fresh_right_before) / N_EVAL, fresh_after=sum(fresh_right_after) / N_EVAL,
                    fresh_gain_paired=list(paired_gain(fresh_right_before, fresh_right_after)))
         row["claim_read_after"] = claim_read_rate(after["completions"], eval_entries)
+        row["verdicts_after"] = verdict_balance(after["completions"], eval_entries)  # the lean moved, or reading?
         row["reward_first"], row["reward_last"] = reward_at_ends(log)
         row.update(grpo_after=after["accuracy"], grpo_format_rate=after["format_rate"], grpo_steps=len(log),
                    grpo_skipped=sum(1 for x in log if x.get("skipped")))

@@ -166,6 +166,30 @@ def claim_read_rate(completions: list[str], entries: list[dict[str, Any]]) -> fl
     return sum(map(restates_claim, completions, entries)) / max(len(entries), 1)
 
 
+def verdict_balance(completions: list[str], entries: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Which verdicts a policy gives and how often each kind of question gets its own right: ``{"answered":
+    {verdict: share of the questions answered so}, "right_when": {answer: accuracy on the questions whose
+    answer it is}}`` — the verdicts as the reward reads them (``None`` for an answer it cannot read).
+
+    Why: a policy whose verdict leans one way (say "Yes" on 70% of questions where 52.5% are "Yes") loses its
+    accuracy on the other answer's questions, and GRPO can gain by moving the lean alone — without reading
+    more of each question. This tells that apart from a gain on both kinds of question."""
+    from kimina_edu.rewards import correctness_reward, extract_answer
+
+    if len(completions) != len(entries):
+        raise ValueError(f"verdict_balance: {len(completions)} completions for {len(entries)} questions")
+    given = [extract_answer(t) for t in completions]
+    answered: dict[str, float] = {}
+    for g in given:
+        key = str((g or "").strip() or None)
+        answered[key] = answered.get(key, 0.0) + 1 / max(len(entries), 1)
+    right_when: dict[str, float] = {}
+    for answer in sorted({e["answer"] for e in entries}):
+        on = [correctness_reward(g, e) for g, e in zip(given, entries) if e["answer"] == answer]
+        right_when[answer] = sum(on) / len(on)
+    return {"answered": answered, "right_when": right_when}
+
+
 _FORM_ORDER = ("all", "no", "some", "some-not")
 
 

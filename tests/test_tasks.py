@@ -103,3 +103,20 @@ def test_a_derived_trace_states_what_follows_before_the_verdict():
         teacher_trace(entry, valid=True, trace="derive")
     with pytest.raises(ValueError, match="trace"):
         teacher_trace(entry, trace="long")
+
+
+def test_verdict_balance_tells_a_lean_from_reading():
+    """Two policies with the same accuracy: one right on both kinds of question, one that says "Yes" to all."""
+    from kimina_edu.tasks import verdict_balance
+
+    entries = [{"answer": a, "question": f"q{i}", "metadata": {"source_dataset": "syllogism"}}
+               for i, a in enumerate(["Yes", "Yes", "No", "No"])]
+    say = lambda v: f"<think>x</think>\n<answer>{v}</answer>"
+    always_yes = verdict_balance([say("Yes")] * 4, entries)
+    assert always_yes["answered"] == {"Yes": 1.0} and always_yes["right_when"] == {"No": 0.0, "Yes": 1.0}
+    mixed = verdict_balance([say("Yes"), say("No"), say("No"), say("Yes")], entries)
+    assert mixed["answered"] == {"Yes": 0.5, "No": 0.5} and mixed["right_when"] == {"No": 0.5, "Yes": 0.5}
+    unreadable = verdict_balance(["no tags", say("Yes"), say("No"), say("No")], entries)
+    assert unreadable["answered"]["None"] == 0.25 and unreadable["right_when"]["Yes"] == 0.5
+    with pytest.raises(ValueError, match="3 completions for 4 questions"):
+        verdict_balance([say("Yes")] * 3, entries)
