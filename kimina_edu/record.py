@@ -17,7 +17,7 @@ from pathlib import Path
 MEASURED = Path(__file__).resolve().parent.parent / "benchmarks" / "measured"
 _NUMBER = re.compile(r"^\s*([+\-−]?\d+(?:\.\d+)?)")
 # which record holds a model's seeds, and the columns that hold one value per run or summary statistic
-RECORDS = {"pocket": ("pocket_seeds", (1, 2, 3)), "smollm2": ("smollm2", (1, 2, 3, 4))}
+RECORDS = {"pocket": ("pocket_seeds", (1, 2, 3)), "smollm2": ("smollm2", (1, 2, 3, 4, 5))}
 
 
 @dataclass(frozen=True)
