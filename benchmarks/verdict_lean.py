@@ -31,11 +31,10 @@ def policy_spec(run: Path) -> dict:
 
 
 def lean(run: Path) -> dict:
-    from kimina_edu.eval import evaluate_policy
+    from kimina_edu.eval import evaluate_policy, scored
     from kimina_edu.lora import lora_config
     from kimina_edu.models import load_policy
     from kimina_edu.record import paired_gain
-    from kimina_edu.rewards import correctness_reward, extract_answer
     from kimina_edu.tasks import held_out, verdict_balance
     from kimina_edu.train_config import TrainConfig
 
@@ -56,7 +55,7 @@ def lean(run: Path) -> dict:
         r = evaluate_policy(model, tok, entries, max_new_tokens=tokens, progress=False, keep_completions=True)
         out[f"accuracy_{name}"] = r["accuracy"]
         out[f"verdicts_{name}"] = verdict_balance(r["completions"], entries)
-        right[name] = [correctness_reward(extract_answer(t), e) for t, e in zip(r["completions"], entries)]
+        right[name] = scored(r["completions"], entries)
     out["gain_paired"] = list(paired_gain(right["sft"], right["after"]))
     return out
 
@@ -72,7 +71,7 @@ def main() -> None:
         parts = []
         for name in ("sft", "after"):
             v = row[f"verdicts_{name}"]
-            parts.append(f"{name}: {row[f'accuracy_{name}']:.2%}, 'Yes' {v['answered'].get('Yes', 0):.1%} of answers, right on "
+            parts.append(f"{name}: {row[f'accuracy_{name}']:.2%}, 'Yes' {v['answered'].get('Yes', 0):.2%} of answers, right on "
                          f"{v['right_when']['Yes']:.1%} 'Yes' / {v['right_when']['No']:.1%} 'No' questions")
         g, lo, hi = row["gain_paired"]
         print(f"{run}: " + " → ".join(parts) + f"; gain {g:+.2f} [{lo:+.1f}, {hi:+.1f}]")

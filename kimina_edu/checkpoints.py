@@ -341,8 +341,8 @@ def restore_trainer(trainer, path: str | os.PathLike) -> None:
     """Load the checkpoint at ``path`` into ``trainer`` and rewind its logs to that step.
 
     Refuses, before anything is copied, a checkpoint written by another config (:func:`check_config`)
-    or for other weights (:func:`check_fits`). The collapse guard's best window comes back with the
-    rest, so a resumed run that collapses puts back the same weights as the run that never stopped.
+    or for other weights (:func:`check_fits`). The collapse guard's best window and the dev check's best
+    step come back with the rest, so a resumed run puts back the same weights as the run that never stopped.
     """
     import torch
 
@@ -354,13 +354,14 @@ def restore_trainer(trainer, path: str | os.PathLike) -> None:
     for kept in (guard, dev):
         if kept is not None:
             check_fits(kept["weights"], trainable, path)
-    with torch.no_grad():
-        for name, value in state["trainable"].items():
-            trainable[name].copy_(value)
-    trainer._guard_best = None if guard is None else (
-        guard["step"], {n: v.to(trainable[n].device) for n, v in guard["weights"].items()})
+    trainer.put_back(state["trainable"])
+
+    def on_device(weights: dict) -> dict:
+        return {n: v.to(trainable[n].device) for n, v in weights.items()}
+
+    trainer._guard_best = None if guard is None else (guard["step"], on_device(guard["weights"]))
     if dev is not None:
-        trainer._dev_best = (dev["step"], dev["accuracy"], {n: v.to(trainable[n].device) for n, v in dev["weights"].items()})
+        trainer._dev_best = (dev["step"], dev["accuracy"], on_device(dev["weights"]))
         trainer.dev_checks = list(state.get("dev_checks", []))
     trainer.optimizer.load_state_dict(state["optimizer"])
     trainer.step = state["step"]

@@ -8,6 +8,7 @@ the question, and the rule-based teacher's reasoning trace).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -179,10 +180,8 @@ def verdict_balance(completions: list[str], entries: list[dict[str, Any]]) -> di
     if len(completions) != len(entries):
         raise ValueError(f"verdict_balance: {len(completions)} completions for {len(entries)} questions")
     given = [extract_answer(t) for t in completions]
-    answered: dict[str, float] = {}
-    for g in given:
-        key = str((g or "").strip() or None)
-        answered[key] = answered.get(key, 0.0) + 1 / max(len(entries), 1)
+    counts = Counter(str((g or "").strip() or None) for g in given)
+    answered = {verdict: n / max(len(entries), 1) for verdict, n in counts.items()}
     right_when: dict[str, float] = {}
     for answer in sorted({e["answer"] for e in entries}):
         on = [correctness_reward(g, e) for g, e in zip(given, entries) if e["answer"] == answer]

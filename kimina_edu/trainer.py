@@ -382,7 +382,7 @@ class GRPOTrainer:
         acc = evaluate_policy(self.model, self.tok, self.dev_entries, max_new_tokens=self.cfg.max_new_tokens,
                               progress=False)["accuracy"]
         if not self.dev_checks or acc > max(c["accuracy"] for c in self.dev_checks):  # a tie keeps the earlier
-            self._dev_best = (self.step, acc, {n: p.detach().clone() for n, p in self.trainable().items()})
+            self._dev_best = (self.step, acc, self.snapshot())
         self.dev_checks.append({"step": self.step, "accuracy": acc})
         return acc
 
@@ -396,10 +396,7 @@ class GRPOTrainer:
         best_step, best, weights = self._dev_best
         last = self.dev_checks[-1]["accuracy"]
         if best > last:  # strictly: on a tie the run keeps its last weights
-            trainable = self.trainable()
-            with torch.no_grad():
-                for name, value in weights.items():
-                    trainable[name].copy_(value)
+            self.put_back(weights)
             self.dev_kept = best_step
             print(f"dev check: the run ends with the weights after step {best_step} (dev accuracy {best:.1%} on "
                   f"{len(self.dev_entries)} questions), not those after step {self.step} ({last:.1%})")
@@ -425,18 +422,27 @@ class GRPOTrainer:
             snap = getattr(self, "_guard_best", None)
             put_back = ""
             if snap is not None and snap[0] == (best + 1) * w:
-                trainable = self.trainable()
-                with torch.no_grad():
-                    for name, value in snap[1].items():
-                        trainable[name].copy_(value)
+                self.put_back(snap[1])
                 put_back = f"; the weights after step {snap[0]} are back"
             print(f"collapse guard: stopped at step {self.step}: sampled accuracy {windows[-1]:.0%} over the last {w} "
                   f"steps, down from {windows[best]:.0%} in steps {best * w + 1}–{(best + 1) * w}{put_back}")
             self.guard_stopped = self.step
             return True
         if windows[-1] >= max(windows):  # the best window so far: keep its weights (LoRA: a few MB)
-            self._guard_best = (self.step, {n: p.detach().clone() for n, p in self.trainable().items()})
+            self._guard_best = (self.step, self.snapshot())
         return False
+
+    def snapshot(self) -> dict[str, torch.Tensor]:
+        """A copy of the trained weights (LoRA: a few MB), for :meth:`put_back`: the collapse guard's best
+        window and the dev check's best step keep theirs this way."""
+        return {n: p.detach().clone() for n, p in self.trainable().items()}
+
+    def put_back(self, weights: dict[str, torch.Tensor]) -> None:
+        """Copy a :meth:`snapshot` back into the trained weights."""
+        trainable = self.trainable()
+        with torch.no_grad():
+            for name, value in weights.items():
+                trainable[name].copy_(value)
 
     def trainable(self) -> dict[str, torch.nn.Parameter]:
         """The weights this run trains, by name: what a checkpoint and the collapse guard keep."""
