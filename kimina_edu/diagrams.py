@@ -75,7 +75,7 @@ def course_map():
         x, y = 0.65 + 1.19 * i, 1.55 if i % 2 == 0 else 0.95
         _box(ax, x, y, label, colors[i], w=1.1, h=0.6)
     ax.text(3.5, 0.2, "reasoning-gym on a CPU (blue)", ha="center", fontsize=8)
-    ax.text(9.2, 0.2, "Lean proofs, GPUs (green)", ha="center", fontsize=8)
+    ax.text(9.2, 0.2, "Lean proofs on a CPU; verl (08) for 8 GPUs (green)", ha="center", fontsize=8)
     return fig
 
 

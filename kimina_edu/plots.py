@@ -75,6 +75,16 @@ def smoothing_window(steps: int) -> int:
     return 5 if steps >= 30 else 1
 
 
+def legends_below(axes) -> None:
+    """Each panel's legend moved under its x axis, where it covers no line (a dense run fills a panel
+    from edge to edge); call before ``tight_layout``, which makes room for them."""
+    for ax in np.ravel(axes):
+        legend = ax.get_legend()
+        if legend is not None:
+            handles, labels = ax.get_legend_handles_labels()
+            ax.legend(handles, labels, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False)
+
+
 def plot_curves(logs: list[dict], keys: Iterable[str], ax=None, label_prefix: str = "", window: int = 1,
                 band: dict[str, str] | None = None):
     """Plot logged metrics over steps (one line per key), optionally smoothed.
@@ -138,7 +148,7 @@ def _widen_to(ax, span: float) -> None:
         spread = float(np.ptp(ys)) if len(ys) else 0.0
         for text in [t for t in ax.texts if t.get_gid() == "min-span"]:
             text.remove()
-        ax.text(0.99, 0.02, f"axis spans {span:.2g}; the data spread {spread:.2g}", fontsize=7, ha="right",
+        ax.text(0.99, 0.02, f"axis spans {span:.2g}; the data spread {spread:.2g}", fontsize=8, ha="right",
                 va="bottom", transform=ax.transAxes, color="grey", gid="min-span")
 
 
@@ -166,8 +176,9 @@ def plot_probe_logprobs(steps: list[int], sums: list[list[float]], labels: list[
         ax.plot(steps, delta, style, color=colours(g % 10), lw=2 if role == "high" else 1.5, label=token_label(label))
     ax.axhline(0.0, color="k", lw=0.5)
     ax.set(xlabel="GRPO step", ylabel=f"Δ log π({what})  [nats, vs step 0]",
-           title=f"fixed probe completions under the training policy: {what}\n(solid: advantage > 0, dashed: < 0)")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the axes: it hides no line
+           title=(f"each fixed probe's log π, summed over the {'whole completion' if what == 'completion' else what}, "
+                  "under the training policy\n(solid: advantage > 0, dashed: < 0)"))
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the axes: it hides no line
     return ax
 
 

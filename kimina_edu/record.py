@@ -126,13 +126,21 @@ def standard_error(p: float, n: int) -> float:
     return 100 * (p * (1 - p) / n) ** 0.5
 
 
+def points(x: float, *, sign: bool = False) -> str:
+    """A percentage, or a gain in points, to two decimals with a trailing zero dropped ("71.25", "76.0",
+    "+14.5"): the share of 400 questions is a multiple of 0.25, and one decimal would round 71.25 and
+    85.75 to 71.2 and 85.8 — a gain of 14.6 printed beside the +14.5 it is."""
+    text = f"{x:+.2f}" if sign else f"{x:.2f}"
+    return text[:-1] if text.endswith("0") else text
+
+
 def accuracy_with_se(p: float, n: int) -> str:
     """``"72.5% ± 2.2 points"``: a held-out accuracy as the chapters print it, its standard error beside it. At 0%
     and 100% the formula gives 0, which is no error bar: the count is printed instead, and says so."""
     se = standard_error(p, n)
     if p in (0.0, 1.0):
-        return f"{100 * p:.1f}% ({round(p * n)} of {n}: no error bar from √(p(1−p)/n) here)"
-    return f"{100 * p:.1f}% ± {se:.1f} points"
+        return f"{points(100 * p)}% ({round(p * n)} of {n}: no error bar from √(p(1−p)/n) here)"
+    return f"{points(100 * p)}% ± {se:.1f} points"
 
 
 def paired_gain(before: list[float], after: list[float], z: float = 1.96) -> tuple[float, float, float]:

@@ -25,6 +25,7 @@ from kimina_edu.checks import WHY
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 TOP_K = 8  # top movers kept per update: enough to see which tokens, few enough to label
 ANSWER_TEXTS = 6  # distinct answer-token texts kept per update (the verdict's vocabulary is small)
+MOVER_TEXTS = 4  # texts kept per update by their share of the buffer's Σ|Δ|: where the move sat, answer or not
 TOKEN_SHIFT_FILE = "token_shift.jsonl"
 
 # ------------------------------------------------------------------ measuring
@@ -95,6 +96,7 @@ def token_shift_record(step: int, advantages: Sequence[float], before: Sequence[
               "answer": {s: _mean(cat(idx, True)) for s, idx in pick.items()},
               "other": {s: _mean(cat(idx, False)) for s, idx in pick.items()}}
     record["answer_texts"] = _answer_texts(deltas, masks, token_texts, advantages)
+    record["mover_texts"] = _mover_texts(deltas, token_texts)
     flat = sorted(((abs(d), i, j) for i, row in enumerate(deltas) for j, d in enumerate(row)),
                   key=lambda x: (-x[0], x[1], x[2]))[:k]
     record["top"] = [{"text": token_texts[i][j], "delta": float(deltas[i][j]), "advantage": float(advantages[i]),
@@ -117,6 +119,21 @@ def _answer_texts(deltas, masks, token_texts, advantages) -> list[dict]:
             entry[f"n_{side}"], entry[f"mean_{side}"] = len(sel), (sum(sel) / len(sel) if sel else None)
         out.append(entry)
     return out
+
+
+def _mover_texts(deltas, token_texts) -> list[dict]:
+    """The texts that carried most of the update's move, over every token of the buffer: each text's count,
+    mean Δ and share of the buffer's Σ|Δ|, largest share first."""
+    by: dict[str, list[float]] = {}
+    for d, t in zip(deltas, token_texts):
+        for j, x in enumerate(d):
+            by.setdefault(t[j], []).append(float(x))
+    total = sum(abs(x) for v in by.values() for x in v)
+    if total == 0:
+        return []
+    ranked = sorted(by.items(), key=lambda kv: -sum(abs(x) for x in kv[1]))[:MOVER_TEXTS]
+    return [{"text": t, "n": len(v), "mean": sum(v) / len(v), "share": sum(abs(x) for x in v) / total}
+            for t, v in ranked]
 
 
 def read_token_shift(path: str | Path) -> list[dict]:
@@ -155,6 +172,18 @@ def _texts_over_run(records: list[dict]) -> list[tuple[str, int, float]]:
     return sorted(((t, len(v), sum(v) / len(v)) for t, v in acc.items()), key=lambda x: -x[1])
 
 
+def _movers_over_run(records: list[dict]) -> list[tuple[str, float, float]]:
+    """The recorded mover texts over all records: (text, mean share of an update's Σ|Δ|, mean Δ per token
+    per update), largest share first; a text absent from an update's list counts 0 share there."""
+    acc: dict[str, list[tuple[float, float]]] = {}
+    for r in records:
+        for e in r.get("mover_texts", []):
+            acc.setdefault(e["text"], []).append((e["share"], e["mean"]))
+    n = len(records)
+    return sorted(((t, sum(s for s, _ in v) / n, sum(m for _, m in v) / len(v)) for t, v in acc.items()),
+                  key=lambda x: -x[1])
+
+
 def explain(records: list[dict]) -> list[str]:
     """``  why:`` lines computed from a run's ``token_shift.jsonl`` rows: where the measured updates put
     their move — the answer tokens against the rest, per advantage sign — which answer texts moved and
@@ -183,6 +212,11 @@ def explain(records: list[dict]) -> list[str]:
                          f"{' and '.join(repr(token_label(t)) for t in up)} and away from "
                          f"{' and '.join(repr(token_label(t)) for t in down)}: a drift of the verdict, whatever each "
                          "completion's advantage")
+    movers = _movers_over_run(records)[:3]
+    if movers:
+        lines.append(f"{WHY} the texts that carried the move (their mean share of an update's Σ|Δ| over every token; "
+                     "their mean Δ per token in the updates that list them, all advantages): "
+                     + ", ".join(f"{token_label(t)!r} {share:.0%}, {_f(m)}" for t, share, m in movers))
     top = [t for r in records for t in r["top"]]
     if top:
         lines.append(f"{WHY} {sum(t['in_answer'] for t in top)} of {len(top)} largest single-token moves sat inside "
@@ -316,22 +350,34 @@ def _box(ax, rec: dict) -> None:
     ax.tick_params(labelsize=8)
 
 
+def _same_moves(top: list[dict]) -> list[tuple[dict, int]]:
+    """The top movers with identical moves merged — the same text, side and place, Δ equal to 3 decimals
+    (one word at one position of a group's identical completions) — each with how many it stands for,
+    lowest Δ first."""
+    merged: dict[tuple, list] = {}
+    for t in top:
+        key = (t["text"], round(t["delta"], 3), t["advantage"] > 0, t["advantage"] < 0, t["in_answer"])
+        merged.setdefault(key, [t, 0])[1] += 1
+    return sorted(((t, k) for t, k in merged.values()), key=lambda tk: tk[0]["delta"])
+
+
 def _movers(ax, rec: dict) -> None:
     """The top movers as points (x: 0 for A > 0, 1 for A < 0), labelled in a column at the right,
     evenly spaced so no two labels overlap, each joined to its point."""
-    top = sorted(rec["top"], key=lambda t: t["delta"])
+    top = _same_moves(rec["top"])
     if not top:
         ax.set_axis_off()
         return
-    ys = [t["delta"] for t in top]
+    ys = [t["delta"] for t, _ in top]
     lo, hi = min(ys + [0.0]), max(ys + [0.0])
     pad = 0.08 * (hi - lo or 1.0)
     slots = np.linspace(lo, hi, len(top)) if len(top) > 1 else [ys[0]]
-    for t, slot in zip(top, slots):
+    for (t, times), slot in zip(top, slots):
         x = 0 if t["advantage"] > 0 else 1
         colour = "tab:green" if t["advantage"] > 0 else "tab:red" if t["advantage"] < 0 else "grey"
         ax.plot(x, t["delta"], "o", color=colour, ms=5, mfc=colour if t["in_answer"] else "white")
-        ax.annotate(f"{token_label(t['text'])!r} {t['delta']:+.3f}", (x, t["delta"]), (1.45, slot),
+        label = f"{token_label(t['text'])!r} {t['delta']:+.3f}" + (f" ×{times}" if times > 1 else "")
+        ax.annotate(label, (x, t["delta"]), (1.45, slot),
                     fontsize=8, va="center", arrowprops={"arrowstyle": "-", "color": "0.6", "lw": 0.5},
                     fontweight="bold" if t["in_answer"] else "normal")
     ax.axhline(0, color="grey", lw=0.6)
@@ -368,8 +414,8 @@ def plot_token_shift(records: list[dict], *, max_panels: int = 12, cols: int = 4
             box.set_ylabel("Δlog-prob per token (nats)", fontsize=8)
     fig.suptitle(f"What each measured update did to each token ({len(chosen)} of {len(records)} measured updates; "
                  "box 25–75%, whiskers 5–95%, ▲ mean, its tokens counted under it;\n"
-                 "top movers: green A > 0, red A < 0, bold and filled inside <answer>…</answer>; "
-                 "· a leading space, ⏎ a newline)", fontsize=10)
+                 "top movers: green A > 0, red A < 0, bold and filled inside <answer>…</answer>, ×k the same move in k "
+                 "completions; · a leading space, ⏎ a newline)", fontsize=10)
     return fig
 
 
@@ -392,15 +438,15 @@ def plot_token_shift_update(rec: dict, *, figsize: tuple[float, float] = (7.5, 3
 
 def plot_token_shift_cumulative(records: list[dict], *, texts: int = 4):
     """How the measured moves add up over the run: the running sum, over measured updates, of the
-    mean Δ per token of the answer tokens and of the rest, per advantage sign (left), and of the most
-    frequent answer-token texts (right). Each point is one measured update (one in ``shift_every``
-    steps), so the sums sample the run's moves; they are not the run's total change."""
+    mean Δ per token of the answer tokens and of the rest, per advantage sign (left), and of the texts
+    that carried most of the move, answer or not (right; the answer texts for records written before
+    ``mover_texts``). Each point is one measured update (one in ``shift_every`` steps), so the sums
+    sample the run's moves; they are not the run's total change. Each panel has its own scale."""
     import matplotlib.pyplot as plt
 
     if not records:
         raise ValueError("plot_token_shift_cumulative: no measured update to draw (shift_every = 0)")
-    # one y scale for both: the answer tokens' moves are drawn against the rest's, not blown up to fill a panel
-    fig, (ax, ax_text) = plt.subplots(1, 2, figsize=(13, 4), sharey=True)
+    fig, (ax, ax_text) = plt.subplots(1, 2, figsize=(13, 4))
     steps = [r["step"] for r in records]
     for part, ls in (("answer", "-"), ("other", "--")):
         for side, colour, sign in (("pos", "tab:green", ">"), ("neg", "tab:red", "<")):
@@ -415,13 +461,21 @@ def plot_token_shift_cumulative(records: list[dict], *, texts: int = 4):
     ax.set_ylabel("Σ over measured updates of mean Δ (nats)")
     ax.set_title("answer tokens vs the rest, by advantage sign", fontsize=10)
     ax.legend(fontsize=8)
-    for text, _, _ in _texts_over_run(records)[:texts]:
-        vals = [next((e["mean"] for e in r.get("answer_texts", []) if e["text"] == text), 0.0) for r in records]
+    movers = any(r.get("mover_texts") for r in records)
+    if movers:
+        chosen = [t for t, _, _ in _movers_over_run(records)[:texts]]
+        field, title = "mover_texts", (f"the {len(chosen)} texts that carried most of the move, all advantages\n"
+                                       f"(an update adds its mean Δ where the text is among its {MOVER_TEXTS} largest)")
+    else:
+        chosen = [t for t, _, _ in _texts_over_run(records)[:texts]]
+        field, title = "answer_texts", "answer tokens by text, all advantages"
+    for text in chosen:
+        vals = [next((e["mean"] for e in r.get(field, []) if e["text"] == text), 0.0) for r in records]
         ax_text.plot(steps, np.cumsum(vals), marker="o", ms=3, label=f"{token_label(text)!r}")
     ax_text.axhline(0, color="grey", lw=0.6)
     ax_text.set_xlabel("step (measured updates only)")
     ax_text.set_ylabel("Σ of mean Δ per token (nats)")
-    ax_text.set_title("answer tokens by text, all advantages", fontsize=10)
+    ax_text.set_title(title, fontsize=10)
     if ax_text.get_lines()[1:]:
         ax_text.legend(fontsize=8)
     else:

@@ -255,6 +255,7 @@ def probe_stepper(steps: list[int], table: list[list[list[float]]], tokens: list
 # The update stepper's figure, in pixels (as the clip explorer's: drawn and shown at one size).
 SHIFT_FIGSIZE_IN, SHIFT_DPI = (7.5, 3.0), 80
 SHIFT_PX = (int(SHIFT_FIGSIZE_IN[0] * SHIFT_DPI), int(SHIFT_FIGSIZE_IN[1] * SHIFT_DPI))
+SHIFT_PANELS = 12  # the static snapshot's small multiples: a readable page, spread over the run
 # A snapshot carrying this class is what an export shows, over the widget's saved state: the token-shift
 # stepper's saved state is one update (where the slider was left), its snapshot the whole run.
 STATIC_WINS = "kimina-static-wins"
@@ -332,10 +333,13 @@ def token_shift_stepper(records: list[dict[str, Any]]) -> Playground | w.HTML:
 
     def snapshot() -> str:
         if not static:  # drawn once, when first displayed
-            fig = plot_token_shift(records)
+            fig = plot_token_shift(records, max_panels=SHIFT_PANELS)
             static.append(base64.b64encode(_png(fig, dpi=70, bbox_inches="tight")).decode())
-        return (f"<div class='{STATIC_WINS}'><i>every measured update ({len(records)}), as the lab's slider steps "
-                f"through them:</i><br><img src='data:image/png;base64,{static[0]}' style='max-width:100%'></div>")
+        shown = min(len(records), SHIFT_PANELS)
+        which = (f"every measured update ({shown})" if shown == len(records) else
+                 f"{shown} of the {len(records)} measured updates, spread over the run")
+        return (f"<div class='{STATIC_WINS}'><i>{which}; the lab's slider steps through "
+                f"{'them' if shown == len(records) else 'all of them'}:</i><br><img src='data:image/png;base64,{static[0]}' style='max-width:100%'></div>")
 
     return Playground([idx, image, readout], snapshot=snapshot)
 

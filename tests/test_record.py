@@ -84,11 +84,14 @@ def test_a_paired_gain_is_the_mean_difference_with_its_interval():
 def test_an_accuracy_is_printed_with_its_standard_error_in_points():
     import pytest
 
-    from kimina_edu.record import accuracy_with_se, standard_error
+    from kimina_edu.record import accuracy_with_se, points, standard_error
 
     assert standard_error(0.8, 400) == pytest.approx(2.0)  # CONVENTIONS.md: 400 questions, ±2 points at 80%
     assert standard_error(0.5, 40) == pytest.approx(100 * (0.25 / 40) ** 0.5)
     assert accuracy_with_se(0.725, 400) == "72.5% ± 2.2 points"
+    # the share of 400 questions to its quarter point: one decimal printed 71.25 → 85.75 as 71.2 → 85.8
+    assert accuracy_with_se(0.7125, 400).startswith("71.25% ") and accuracy_with_se(0.8575, 400).startswith("85.75% ")
+    assert points(14.5, sign=True) == "+14.5" and points(76.0) == "76.0" and points(-6.75, sign=True) == "-6.75"
     assert "± 0.0" not in accuracy_with_se(1.0, 40) and "40 of 40" in accuracy_with_se(1.0, 40)
     assert "0 of 40" in accuracy_with_se(0.0, 40)
     for p, n in ((0.5, 0), (1.5, 10)):

@@ -143,6 +143,32 @@ def test_box_labels_of_thousands_of_tokens_stay_apart_and_the_title_explains_the
     assert "· a leading space" in title and "⏎ a newline" in title, "the figure says what · and ⏎ stand for"
 
 
+def test_record_names_the_texts_that_carried_the_move_answer_or_not():
+    advantages, before, after, texts = _toy_update()
+    rec = token_shift_record(7, advantages, before, after, texts, k=4)
+    deltas = [np.array(a) - np.array(b) for a, b in zip(after, before)]
+    total = sum(np.abs(d).sum() for d in deltas)
+    movers = rec["mover_texts"]
+    assert [e["text"] for e in movers[:2]] == [" does", " follows"]  # the two large moves, largest share first
+    does = [d[j] for d, t in zip(deltas, texts) for j, x in enumerate(t) if x == " does"]
+    assert movers[0]["n"] == len(does) and movers[0]["mean"] == pytest.approx(np.mean(does))
+    assert movers[0]["share"] == pytest.approx(np.abs(does).sum() / total)
+    assert sum(e["share"] for e in movers) <= 1 + 1e-9
+    still = token_shift_record(7, advantages, before, before, texts)
+    assert still["mover_texts"] == []  # nothing moved: no share to give
+
+
+def test_identical_moves_are_labelled_once_with_their_count():
+    recs = _records(1)
+    rec = dict(recs[0])
+    same = {"text": " does", "delta": -0.2022877, "advantage": -0.6, "completion": 1, "position": 5, "in_answer": False}
+    rec["top"] = [dict(same, completion=k) for k in range(4)] + [
+        {"text": " follow", "delta": 0.163, "advantage": 0.6, "completion": 9, "position": 5, "in_answer": False}]
+    fig = plot_token_shift([rec])
+    labels = [t.get_text() for ax in fig.axes if ax.get_label() == "token_shift_top" for t in ax.texts]
+    assert labels == ["'·does' -0.202 ×4", "'·follow' +0.163"]
+
+
 def test_cumulative_view_adds_up_the_moves_across_updates():
     recs = _records(4)
     fig = plot_token_shift_cumulative(recs)
@@ -152,9 +178,22 @@ def test_cumulative_view_adds_up_the_moves_across_updates():
     answer_neg = lines["answer tokens, A < 0"]
     want = np.cumsum([r["answer"]["neg"]["mean"] for r in recs])
     assert np.allclose(answer_neg.get_ydata(), want) and list(answer_neg.get_xdata()) == [1, 11, 21, 31]
-    by_text = {ln.get_label() for ln in fig.axes[1].get_lines()}
+    by_text = {ln.get_label(): ln for ln in fig.axes[1].get_lines()}
     assert any("does" in name for name in by_text)
-    assert fig.axes[1].get_ylim() == ax.get_ylim()  # one scale: the answer texts' moves beside the rest's
+    # the right panel follows the texts that carried the move, answer or not, on its own scale
+    does = next(ln for name, ln in by_text.items() if "does" in name)
+    want = np.cumsum([next(e["mean"] for e in r["mover_texts"] if e["text"] == " does") for r in recs])
+    assert np.allclose(does.get_ydata(), want)
+    assert "carried most of the move" in fig.axes[1].get_title()
+    assert fig.axes[1].get_ylim() != ax.get_ylim()  # a shared scale drew these lines flat at 0
+
+
+def test_the_cumulative_view_reads_records_written_before_mover_texts():
+    recs = _records(3)
+    for r in recs:
+        del r["mover_texts"]
+    fig = plot_token_shift_cumulative(recs)
+    assert fig.axes[1].get_title() == "answer tokens by text, all advantages"
 
 
 def test_explain_cites_numbers_from_the_records():
@@ -167,6 +206,8 @@ def test_explain_cites_numbers_from_the_records():
     assert "4 measured updates" in text and "'·does'" in text  # the token as labelled: · for its space
     moved = [t for r in recs for t in r["top"]]
     assert f"{sum(t['in_answer'] for t in moved)} of {len(moved)}" in text
+    movers = [e["text"] for r in recs for e in r["mover_texts"]]
+    assert movers and "the texts that carried the move" in text
     assert explain([]) == ["  why: no update was measured (shift_every = 0, or no measured step had a group with signal): nothing to explain from"]
 
 

@@ -86,5 +86,11 @@ def test_the_export_shows_every_update_not_the_slider_position():
     assert frozen == static and "update</b> 3 of 5" not in frozen
 
 
+def test_the_export_of_a_long_run_says_how_many_of_its_updates_it_shows():
+    recs = _records(14)
+    static = token_shift_stepper(recs)._repr_mimebundle_()["text/html"]
+    assert "12 of the 14 measured updates, spread over the run" in static and "every measured update" not in static
+
+
 def test_a_run_without_a_measured_update_says_so():
     assert "no update was measured" in token_shift_stepper([]).value
