@@ -131,7 +131,7 @@ def points(x: float, *, sign: bool = False) -> str:
     "+14.5"): the share of 400 questions is a multiple of 0.25, and one decimal would round 71.25 and
     85.75 to 71.2 and 85.8 — a gain of 14.6 printed beside the +14.5 it is."""
     text = f"{x:+.2f}" if sign else f"{x:.2f}"
-    return text[:-1] if text.endswith("0") else text
+    return text.removesuffix("0")
 
 
 def accuracy_with_se(p: float, n: int) -> str:
