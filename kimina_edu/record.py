@@ -68,22 +68,23 @@ def beside(model: str, this_run: dict[str, float | tuple[float, float, float]]) 
             lines.append(f"  {label}: this run {shown} — no measured range for {model!r}")
             continue
         where = "✓ inside" if found.holds(point) else ("below" if point < found.low else "above")
-        lines.append(f"  {found.label}: this run {shown}; measured {found.low:.1f} … {found.high:.1f} "
+        lines.append(f"  {found.label}: this run {shown}; measured {points(found.low)} … {points(found.high)} "
                      f"({found.source}) {where}")
     return lines
 
 
 def gain_text(point: float, lo: float, hi: float) -> str:
-    """A paired gain with its 95% interval, in points, as the record writes it: ``+8.5 [+4.2, +12.8]``."""
-    return f"{point:+.1f} [{lo:+.1f}, {hi:+.1f}]"
+    """A paired gain with its 95% interval, in points, as the record writes it: ``+8.5 [+4.2, +12.8]``,
+    ``+10.25 [+6.2, +14.3]`` (the point to the quarter point of 400 questions, :func:`points`)."""
+    return f"{points(point, sign=True)} [{lo:+.1f}, {hi:+.1f}]"
 
 
 def _shown(value: float | tuple[float, float, float]) -> tuple[float, str]:
-    """(the point, as printed): a number with one decimal, or a paired gain with its interval."""
+    """(the point, as printed): a number to its quarter point (:func:`points`), or a paired gain with its interval."""
     if isinstance(value, tuple | list):  # metrics.json keeps a paired gain as a list
         point, lo, hi = value
         return point, gain_text(point, lo, hi) + ("" if lo > 0 else ", not clearly above zero")
-    return value, f"{value:.1f}"
+    return value, points(value)
 
 
 # a chapter's figures (this run's metric names) → the record's rows, per model (CPU rows for SmolLM2)
