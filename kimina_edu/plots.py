@@ -304,9 +304,10 @@ def plot_variant_lengths(variants: dict[str, list[dict]], ax=None, window: int =
         ax.plot([r["step"] for r in rows], smooth, linestyle=style, marker=marker, markersize=9 - 2.5 * i,
                 lw=2.5 - 0.5 * i, alpha=0.9, label=name)
     identical = len(curves) > 1 and len({tuple(v) for v in curves.values()}) == 1
+    smoothed = f"; each a centred mean of {window} steps" if window > 1 else ""
     ax.set(xlabel="step", ylabel=KEY_UNITS["completion_length"],
-           title="identical step for step: the lines lie on top of each other" if identical
-           else "completion length by loss type")
+           title=("identical step for step: the lines lie on top of each other" if identical
+                  else "completion length by loss type") + smoothed)
     _widen_to(ax, MIN_SPAN["completion_length"])
     ax.legend(fontsize=8)
     return ax

@@ -26,6 +26,7 @@ QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 TOP_K = 8  # top movers kept per update: enough to see which tokens, few enough to label
 ANSWER_TEXTS = 6  # distinct answer-token texts kept per update (the verdict's vocabulary is small)
 MOVER_TEXTS = 4  # texts kept per update by their share of the buffer's Σ|Δ|: where the move sat, answer or not
+TEXT_COLOURS = ("tab:blue", "tab:purple", "tab:orange", "tab:brown")  # per text: never the sides' green and red
 TOKEN_SHIFT_FILE = "token_shift.jsonl"
 
 # ------------------------------------------------------------------ measuring
@@ -212,7 +213,7 @@ def explain(records: list[dict]) -> list[str]:
                          f"{' and '.join(repr(token_label(t)) for t in up)} and away from "
                          f"{' and '.join(repr(token_label(t)) for t in down)}: a drift of the verdict, whatever each "
                          "completion's advantage")
-    movers = _movers_over_run(records)[:3]
+    movers = _movers_over_run(records)[:MOVER_TEXTS]
     if movers:
         lines.append(f"{WHY} the texts that carried the move (their mean share of an update's Σ|Δ| over every token; "
                      "their mean Δ per token in the updates that list them, all advantages): "
@@ -313,11 +314,16 @@ def token_label(text: str, width: int = 14) -> str:
 
 
 def _spread(records: list[dict], max_panels: int) -> list[dict]:
-    """At most ``max_panels`` records, evenly over the run, the first and last kept."""
+    """At most ``max_panels`` records, evenly over the run, the first and last kept, and the update with
+    the run's largest single-token move in place of its nearest pick (the one the printed lines name)."""
     if len(records) <= max_panels:
         return list(records)
-    idx = np.unique(np.round(np.linspace(0, len(records) - 1, max_panels)).astype(int))
-    return [records[i] for i in idx]
+    idx = [int(i) for i in np.unique(np.round(np.linspace(0, len(records) - 1, max_panels)).astype(int))]
+    largest = max(range(len(records)), key=lambda i: max((abs(t["delta"]) for t in records[i]["top"]), default=0.0))
+    if largest not in idx:
+        inner = idx[1:-1] or idx
+        idx[idx.index(min(inner, key=lambda i: abs(i - largest)))] = largest
+    return [records[i] for i in sorted(idx)]
 
 
 def _count(n: int) -> str:
@@ -436,7 +442,7 @@ def plot_token_shift_update(rec: dict, *, figsize: tuple[float, float] = (7.5, 3
     return fig
 
 
-def plot_token_shift_cumulative(records: list[dict], *, texts: int = 4):
+def plot_token_shift_cumulative(records: list[dict], *, texts: int = MOVER_TEXTS):
     """How the measured moves add up over the run: the running sum, over measured updates, of the
     mean Δ per token of the answer tokens and of the rest, per advantage sign (left), and of the texts
     that carried most of the move, answer or not (right; the answer texts for records written before
@@ -469,9 +475,9 @@ def plot_token_shift_cumulative(records: list[dict], *, texts: int = 4):
     else:
         chosen = [t for t, _, _ in _texts_over_run(records)[:texts]]
         field, title = "answer_texts", "answer tokens by text, all advantages"
-    for text in chosen:
+    for text, colour in zip(chosen, TEXT_COLOURS):
         vals = [next((e["mean"] for e in r.get(field, []) if e["text"] == text), 0.0) for r in records]
-        ax_text.plot(steps, np.cumsum(vals), marker="o", ms=3, label=f"{token_label(text)!r}")
+        ax_text.plot(steps, np.cumsum(vals), marker="o", ms=3, color=colour, label=f"{token_label(text)!r}")
     ax_text.axhline(0, color="grey", lw=0.6)
     ax_text.set_xlabel("step (measured updates only)")
     ax_text.set_ylabel("Σ of mean Δ per token (nats)")

@@ -158,6 +158,19 @@ def test_record_names_the_texts_that_carried_the_move_answer_or_not():
     assert still["mover_texts"] == []  # nothing moved: no share to give
 
 
+def test_the_small_multiples_keep_the_update_with_the_largest_move():
+    recs = _records(25)
+    # update 19 (step 191) is not among 12 evenly spread picks of 25; give it the run's largest move
+    assert 19 not in np.unique(np.round(np.linspace(0, 24, 12)).astype(int))
+    recs[19]["top"][0] = dict(recs[19]["top"][0], delta=-5.0)
+    fig = plot_token_shift(recs, max_panels=12)
+    titles = [ax.get_title() for ax in fig.axes if ax.get_label() == "token_shift_box"]
+    assert len(titles) == 12 and "step 191" in titles
+    assert titles[0] == "step 1" and titles[-1] == "step 241"  # first and last still kept
+    steps = [int(t.split()[1]) for t in titles]
+    assert steps == sorted(steps)
+
+
 def test_identical_moves_are_labelled_once_with_their_count():
     recs = _records(1)
     rec = dict(recs[0])
