@@ -208,13 +208,23 @@ def plot_probe_heatmap(tokens: list[list[str]], values: list[list[float]], group
         ax.set_yticks([])
         ax.set_xlim(-0.5, width - 0.5)
         ax.set_title(token_label(labels[i]), fontsize=8, loc="left", pad=2)
-        if i + 1 < len(tokens) and groups[i + 1] != groups[i]:  # the next strip answers another question
-            ax.spines["bottom"].set(linewidth=3, color="black")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     if im is not None:
         bar = fig.colorbar(im, ax=axes[:, 0].tolist(), fraction=0.02, pad=0.01)
         bar.set_label("A × Δlog-prob  [nats]  (0: white)", fontsize=8)
+    # between questions, a rule under the last strip's token labels and above the next one's title (on the
+    # strip's own edge it would sit between a strip and its labels, and the labels would read as the next one's)
+    renderer = fig.canvas.get_renderer()
+    to_fig = fig.transFigure.inverted()
+    for i in range(len(tokens) - 1):
+        if groups[i + 1] != groups[i]:
+            below = to_fig.transform(axes[i, 0].get_tightbbox(renderer).p0)[1]
+            above = to_fig.transform(axes[i + 1, 0].get_tightbbox(renderer).p1)[1]
+            y = (below + above) / 2
+            box = axes[i, 0].get_position()
+            fig.add_artist(matplotlib.lines.Line2D([box.x0 - 0.03, box.x1], [y, y], color="black", lw=2,
+                                                   transform=fig.transFigure, gid="question-rule"))
     return fig
 
 

@@ -43,6 +43,21 @@ def test_heatmap_token_labels_and_strip_titles_are_readable():
     assert fig.get_size_inches()[0] >= 40 * MIN_FONT / 72
 
 
+def test_the_rule_between_questions_sits_under_a_strips_labels_not_on_its_edge():
+    tokens = [["a", "b"], ["c", "d"], ["e", "f"]]
+    fig = plots.plot_probe_heatmap(tokens, [[0.1, -0.1]] * 3, [0, 0, 1], ["Q1 high", "Q1 low", "Q2 high"])
+    rules = [a for a in fig.artists if a.get_gid() == "question-rule"]
+    assert len(rules) == 1, "one rule: the second and third strips answer different questions"
+    strips = [ax for ax in fig.axes if ax.get_images()]
+    renderer = fig.canvas.get_renderer()
+    to_fig = fig.transFigure.inverted()
+    labels_bottom = to_fig.transform(strips[1].get_tightbbox(renderer).p0)[1]
+    next_top = to_fig.transform(strips[2].get_tightbbox(renderer).p1)[1]
+    y = rules[0].get_ydata()[0]
+    assert next_top < y < labels_bottom  # below strip 2's token labels, above strip 3's title
+    assert all(ax.spines["bottom"].get_linewidth() < 2 for ax in strips)
+
+
 def _update_log():
     return [{"step": 1, "shift_pos": 0.0004, "shift_neg": -0.0002}, {"step": 2},
             {"step": 10, "shift_pos": 0.0021, "shift_neg": -0.0009}, {"step": 40, "shift_pos": 0.0003, "shift_neg": 0.0005}]
