@@ -418,6 +418,7 @@ def plot_token_shift(records: list[dict], *, max_panels: int = 12, cols: int = 4
         box.set_title(f"step {rec['step']}", fontsize=9)
         if c == 0:
             box.set_ylabel("Δlog-prob per token (nats)", fontsize=8)
+            top.set_ylabel("Δlog-prob (nats)", fontsize=8)
     fig.suptitle(f"What each measured update did to each token ({len(chosen)} of {len(records)} measured updates; "
                  "box 25–75%, whiskers 5–95%, ▲ mean, its tokens counted under it;\n"
                  "top movers: green A > 0, red A < 0, bold and filled inside <answer>…</answer>, ×k the same move in k "
@@ -438,6 +439,7 @@ def plot_token_shift_update(rec: dict, *, figsize: tuple[float, float] = (7.5, 3
     _movers(top, rec)
     box.set_title(f"step {rec['step']}", fontsize=9)
     box.set_ylabel("Δlog-prob per token (nats)", fontsize=8)
+    top.set_ylabel("Δlog-prob (nats)", fontsize=8)
     fig.subplots_adjust(left=0.12, right=0.98, bottom=0.16, top=0.88)
     return fig
 

@@ -249,7 +249,12 @@ def probe_stepper(steps: list[int], table: list[list[list[float]]], tokens: list
 
     idx.observe(show, names="value")
     show()
-    return Playground([idx, out], snapshot=lambda: out.value)
+
+    def snapshot() -> str:  # without a kernel: the slider's position, and where the whole run is drawn
+        return (f"<i>without a kernel this shows one checkpoint (where the slider was left); the figures above "
+                f"draw all {len(steps)}, and in the lab the slider steps through them</i><br>{out.value}")
+
+    return Playground([idx, out], snapshot=snapshot)
 
 
 # The update stepper's figure, in pixels (as the clip explorer's: drawn and shown at one size).

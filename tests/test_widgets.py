@@ -186,7 +186,9 @@ def test_probe_stepper_steps_through_checkpoints():
     assert "rgba(26,152,80" in out.value and "rgba(215,48,39" in out.value  # rose: green, fell: red
     slider.value = 0
     assert "<b>step</b> 0" in out.value and "Δ +0.00" in out.value and "checkpoint</b> 1 of 3" in out.value
-    assert box._repr_mimebundle_()["text/html"].count("<b>Δ +0.00</b>") == 2
+    exported = box._repr_mimebundle_()["text/html"]
+    assert exported.count("<b>Δ +0.00</b>") == 2
+    assert "the figures above draw all 3" in exported  # an export says it shows one checkpoint of the run
     assert "no probe checkpoints" in probe_stepper([], [], [], []).value
 
 
