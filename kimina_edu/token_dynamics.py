@@ -26,6 +26,7 @@ QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 TOP_K = 8  # top movers kept per update: enough to see which tokens, few enough to label
 ANSWER_TEXTS = 6  # distinct answer-token texts kept per update (the verdict's vocabulary is small)
 MOVER_TEXTS = 4  # texts kept per update by their share of the buffer's Σ|Δ|: where the move sat, answer or not
+MAX_PANELS = 12  # the small multiples of a run: a readable page, spread over the run
 TEXT_COLOURS = ("tab:blue", "tab:purple", "tab:orange", "tab:brown")  # per text: never the sides' green and red
 TOKEN_SHIFT_FILE = "token_shift.jsonl"
 
@@ -394,7 +395,7 @@ def _movers(ax, rec: dict) -> None:
     ax.set_title("top movers", fontsize=9)
 
 
-def plot_token_shift(records: list[dict], *, max_panels: int = 12, cols: int = 4):
+def plot_token_shift(records: list[dict], *, max_panels: int = MAX_PANELS, cols: int = 4):
     """Small multiples, one per measured update (at most ``max_panels``, spread over the run): on the
     left the distribution of per-token Δlog-prob for tokens of rewarded (green) and penalised (red)
     completions, from the recorded quantiles; on the right the update's top movers with their text.

@@ -260,7 +260,6 @@ def probe_stepper(steps: list[int], table: list[list[list[float]]], tokens: list
 # The update stepper's figure, in pixels (as the clip explorer's: drawn and shown at one size).
 SHIFT_FIGSIZE_IN, SHIFT_DPI = (7.5, 3.0), 80
 SHIFT_PX = (int(SHIFT_FIGSIZE_IN[0] * SHIFT_DPI), int(SHIFT_FIGSIZE_IN[1] * SHIFT_DPI))
-SHIFT_PANELS = 12  # the static snapshot's small multiples: a readable page, spread over the run
 # A snapshot carrying this class is what an export shows, over the widget's saved state: the token-shift
 # stepper's saved state is one update (where the slider was left), its snapshot the whole run.
 STATIC_WINS = "kimina-static-wins"
@@ -318,7 +317,7 @@ def token_shift_stepper(records: list[dict[str, Any]]) -> Playground | w.HTML:
     """
     if not records:
         return w.HTML("<i>no update was measured (shift_every = 0, or no measured step had a group with signal)</i>")
-    from kimina_edu.token_dynamics import plot_token_shift, plot_token_shift_update
+    from kimina_edu.token_dynamics import MAX_PANELS, plot_token_shift, plot_token_shift_update
 
     width, height = SHIFT_PX
     idx = w.IntSlider(value=len(records) - 1, min=0, max=len(records) - 1, description="update",
@@ -338,9 +337,9 @@ def token_shift_stepper(records: list[dict[str, Any]]) -> Playground | w.HTML:
 
     def snapshot() -> str:
         if not static:  # drawn once, when first displayed
-            fig = plot_token_shift(records, max_panels=SHIFT_PANELS)
+            fig = plot_token_shift(records)
             static.append(base64.b64encode(_png(fig, dpi=70, bbox_inches="tight")).decode())
-        shown = min(len(records), SHIFT_PANELS)
+        shown = min(len(records), MAX_PANELS)
         which = (f"every measured update ({shown})" if shown == len(records) else
                  f"{shown} of the {len(records)} measured updates, spread over the run")
         return (f"<div class='{STATIC_WINS}'><i>{which}; the lab's slider steps through "
