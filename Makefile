@@ -128,7 +128,7 @@ smollm2: $(STAMP)
 	$(PY) -m kimina_edu.smollm2
 
 # MODEL_ID=smollm2: the real model, hours on 2 cores: each seed's row is kept as it lands and a rerun resumes
-robustness: $(STAMP)
+robustness: $(STAMP) $(if $(filter smollm2,$(MODEL_ID)),smollm2)
 	$(PY) -m benchmarks.robustness $(if $(MODEL_ID),--model $(MODEL_ID) $(if $(filter-out pocket,$(MODEL_ID)),--resume))
 
 clean:

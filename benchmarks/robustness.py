@@ -262,7 +262,9 @@ FIGURES = [("sft_epochs", "03 SFT epochs run", "{:g}".format), ("sft_accuracy", 
            ("trl_steps", "05 TRL steps run", NUM), ("trl_seconds", "05 TRL seconds", NUM)]
 
 
-def table(rows: list[dict]) -> str:
+def table(rows: list[dict], failed: list[str] = ()) -> str:
+    """The figures of ``rows`` as min / median / max, then the goals each run missed. ``failed``: the runs
+    that ended without a row ("seed 2 (1 thr.)"); they are named, and no goal is called met for them."""
     from kimina_edu.record import gain_text
 
     lines = ["| figure | min | median | max | runs |", "|---|---|---|---|---|"]
@@ -296,9 +298,21 @@ def table(rows: list[dict]) -> str:
     for r in rows:
         for goal in goals_missed(r):
             missed.setdefault(goal, []).append(f"seed {r['seed']} ({r['threads']} thr.)")
-    lines.append("every goal met in every run" if not missed else "\n".join(
-        f"missed: {goal} — {', '.join(runs)}" for goal, runs in missed.items()))
+    lines.extend(f"missed: {goal} — {', '.join(runs)}" for goal, runs in missed.items())
+    if failed:
+        lines.append(f"failed: {', '.join(failed)} — no row, so no goal judged (each run's log says why)")
+    elif not missed:
+        lines.append("every goal met in every run")
     return "\n".join(lines)
+
+
+def _share_model(cache: Path, source: Path) -> None:
+    """Let the runs' own cache (``--cache``, or a new temporary one) reach the learner's converted SmolLM2
+    (``source``, a ``make smollm2`` folder): a link, unless the cache already holds its own copy."""
+    cache.mkdir(parents=True, exist_ok=True)
+    link = cache / source.name
+    if not link.exists() and not link.is_symlink():
+        link.symlink_to(source.resolve(), target_is_directory=True)
 
 
 def _child(seed: int, threads: int, cache: str | None, until: str, out: Path, sets: dict, model: str,
@@ -354,6 +368,16 @@ def main(argv: list[str] | None = None) -> int:
     threads = args.threads or max(1, cores // args.parallel)
     # not the learner's cache: adapters trained here stay here (--cache reuses another run's)
     shared = args.cache or tempfile.mkdtemp(prefix="kimina-robustness-")
+    if args.model == "smollm2":  # the runs' caches hold their adapters; the model is the learner's `make smollm2`
+        from kimina_edu.errors import ModelUnavailableError
+        from kimina_edu.smollm2 import smollm2_path, smollm2_root
+
+        try:
+            smollm2_path()
+        except ModelUnavailableError as exc:
+            print(f"robustness: {exc}", flush=True)
+            return 1
+        source = smollm2_root()
     rows = _kept_rows(out, args.model, sets, args.until) if args.resume else []
     done = {(r["seed"], r["threads"]) for r in rows}
     jobs = [(s, threads, shared) for s in args.seeds if (s, threads) not in done]
@@ -362,7 +386,10 @@ def main(argv: list[str] | None = None) -> int:
     if rows:
         print(f"resuming {out}: {len(rows)} row(s) kept ({', '.join(f'seed {s}' for s, _ in sorted(done))})", flush=True)
     work = Path(tempfile.mkdtemp(prefix="robustness-"))
-    running, start = [], time.perf_counter()
+    if args.model == "smollm2":
+        for cache in {c for _, _, c in jobs}:
+            _share_model(Path(cache), source)
+    running, failed, start = [], [], time.perf_counter()
     print(f"{len(jobs)} runs, {args.parallel} at a time, {threads} thread(s) each (the last alone on {cores}); "
           f"logs in {work}", flush=True)
     while jobs or running:
@@ -381,6 +408,7 @@ def main(argv: list[str] | None = None) -> int:
             running.remove(item)
             if proc.returncode != 0 or not path.exists():
                 print(f"seed {seed} ({n} threads) FAILED — see {path.with_suffix('.log')}", flush=True)
+                failed.append(f"seed {seed} ({n} thr.)")
                 continue
             row = json.loads(path.read_text())
             rows.append(row)
@@ -392,9 +420,9 @@ def main(argv: list[str] | None = None) -> int:
                   + (f", TRL {row['trl_after']:.1%}" if "trl_after" in row else ""),
                   flush=True)
     _write(out, rows, sets, args.until, time.perf_counter() - start)
-    print("\n" + table(sorted(rows, key=lambda r: (r["seed"], -r["threads"]))))
+    print("\n" + table(sorted(rows, key=lambda r: (r["seed"], -r["threads"])), failed))
     missed = [m for r in rows for m in goals_missed(r)]
-    return 1 if missed or len({r["seed"] for r in rows}) < len(set(args.seeds)) else 0
+    return 1 if missed or failed or len({r["seed"] for r in rows}) < len(set(args.seeds)) else 0
 
 
 def _results(model: str) -> Path:

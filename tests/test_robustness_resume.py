@@ -52,3 +52,29 @@ def test_the_table_shows_each_runs_gain_with_its_interval():
     line = next(x for x in table(rows).splitlines() if x.startswith("| 04 GRPO gain, paired"))
     assert line == "| 04 GRPO gain, paired 95% interval (points) | +9.0 [+3.0, +15.0] | +14.0 | +20.0 [+15.0, +25.0] | 3 |"
     assert "every goal met in every run" in table(rows)
+
+
+def test_a_run_that_failed_is_named_and_no_goal_is_called_met_for_it():
+    from benchmarks.robustness import table
+
+    text = table([], failed=["seed 2 (1 thr.)"])
+    assert "every goal met" not in text
+    assert "failed: seed 2 (1 thr.)" in text
+    text = table([_smollm2_row()], failed=["seed 3 (1 thr.)"])
+    assert "every goal met in every run" not in text and "seed 3 (1 thr.)" in text
+
+
+def test_the_runs_caches_reach_the_learners_converted_smollm2(tmp_path):
+    from benchmarks.robustness import _share_model
+
+    source = tmp_path / "learner" / "smollm2"
+    (source / "b179c9523d0e").mkdir(parents=True)
+    cache = tmp_path / "runs-cache"
+    _share_model(cache, source)
+    assert (cache / "smollm2" / "b179c9523d0e").is_dir()
+    _share_model(cache, source)  # a second call (a resumed run) leaves the link as it is
+    assert (cache / "smollm2").resolve() == source.resolve()
+    own = tmp_path / "own-cache"
+    (own / "smollm2").mkdir(parents=True)
+    _share_model(own, source)  # a cache with its own copy keeps it
+    assert not (own / "smollm2").is_symlink()
