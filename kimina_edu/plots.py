@@ -138,18 +138,24 @@ def _label_y(ax, keys: Iterable[str]) -> None:
 
 
 def _widen_to(ax, span: float) -> None:
-    """Show at least ``span`` on the y axis, centred on the data, so a narrow wander stays narrow."""
-    low, high = ax.get_ylim()
-    if span and high - low < span:
-        middle = (low + high) / 2
-        ax.set_ylim(middle - span / 2, middle + span / 2)
-        ys = np.concatenate([np.asarray(line.get_ydata(), dtype=float) for line in ax.lines] or [np.zeros(1)])
-        ys = ys[np.isfinite(ys)]
-        spread = float(np.ptp(ys)) if len(ys) else 0.0
-        for text in [t for t in ax.texts if t.get_gid() == "min-span"]:
-            text.remove()
-        ax.text(0.99, 0.02, f"axis spans {span:.2g}; the data spread {spread:.2g}", fontsize=8, ha="right",
-                va="bottom", transform=ax.transAxes, color="grey", gid="min-span")
+    """Show at least ``span`` on the y axis, centred on the data, so a narrow wander stays narrow. Called again
+    after another run is drawn on the same panel: the axis and its note then cover every line."""
+    for text in [t for t in ax.texts if t.get_gid() == "min-span"]:
+        text.remove()
+    ys = np.concatenate([np.asarray(line.get_ydata(), dtype=float) for line in ax.lines] or [np.zeros(0)])
+    ys = ys[np.isfinite(ys)]
+    if not span or not len(ys):
+        return
+    spread = float(np.ptp(ys))
+    if spread >= span:  # the data fill the span themselves: matplotlib's own limits, over every line
+        ax.set_autoscaley_on(True)
+        ax.relim()
+        ax.autoscale_view(scalex=False)
+        return
+    middle = (float(ys.min()) + float(ys.max())) / 2
+    ax.set_ylim(middle - span / 2, middle + span / 2)
+    ax.text(0.99, 0.02, f"axis spans {span:.2g}; the data spread {spread:.2g}", fontsize=8, ha="right",
+            va="bottom", transform=ax.transAxes, color="grey", gid="min-span")
 
 
 def token_label(text: str) -> str:

@@ -114,6 +114,10 @@ def print_measured(model_id: str, figures: dict[str, float | tuple[float, float,
         lines.append(f"No measured ranges for {model_id!r}: the record holds the pocket model and SmolLM2.")
     else:
         lines += beside(model_id, {rows[k]: v for k, v in figures.items() if k in rows})
+        for key, value in figures.items():  # a figure the record lacks is printed too, and said to be unmeasured
+            if key not in rows:
+                lines.append(f"  {key.replace('_', ' ')}: this run {_shown(value)[1]} — not measured over seeds "
+                             f"for {model_id!r}, so no range to hold it against")
     print("\n".join(lines))
     return lines
 

@@ -103,3 +103,14 @@ def test_a_key_without_its_own_minimum_span_does_not_stretch_a_wander_into_a_tre
     ax = plots.plot_curves(log, ["entropy"])
     low, high = ax.get_ylim()
     assert high - low >= 0.1 * 1.2, "a 0.002-nat wander of a 1.2-nat quantity must not fill the panel"
+
+
+def test_a_second_run_drawn_on_a_widened_panel_is_in_view_and_in_its_spread_note():
+    ours = [{"step": s, "completion_length": 56.0 + 0.1 * (s % 3)} for s in range(1, 7)]
+    theirs = [{"step": s, "completion_length": 50.0 + 0.1 * (s % 3)} for s in range(1, 7)]
+    ax = plots.plot_curves(ours, ["completion_length"], label_prefix="ours ")
+    ax = plots.plot_curves(theirs, ["completion_length"], ax=ax, label_prefix="TRL ")
+    low, high = ax.get_ylim()
+    assert low <= 50.0 and high >= 56.2, (low, high)
+    notes = [t.get_text() for t in ax.texts if t.get_gid() == "min-span"]
+    assert not notes or "6.2" in notes[0], notes

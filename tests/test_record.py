@@ -97,3 +97,12 @@ def test_an_accuracy_is_printed_with_its_standard_error_in_points():
     for p, n in ((0.5, 0), (1.5, 10)):
         with pytest.raises(ValueError):
             standard_error(p, n)
+
+
+def test_a_figure_the_record_does_not_hold_is_printed_and_said_to_be_unmeasured(capsys):
+    lines = print_measured("smollm2", {"trl_accuracy": 76.5, "trl_minus_ours": 3.5, "grpo_gain": 8.5},
+                           accuracy=0.765, n_questions=200, seed=0)
+    unmeasured = [x for x in lines if "not measured over seeds" in x]
+    assert len(unmeasured) == 2, lines
+    assert any("trl minus ours" in x and "3.5" in x for x in unmeasured)
+    assert any("CPU: GRPO gain" in x for x in lines), "a figure the record holds keeps its range"
