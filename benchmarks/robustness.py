@@ -368,6 +368,11 @@ def main(argv: list[str] | None = None) -> int:
     threads = args.threads or max(1, cores // args.parallel)
     # not the learner's cache: adapters trained here stay here (--cache reuses another run's)
     shared = args.cache or tempfile.mkdtemp(prefix="kimina-robustness-")
+    rows = _kept_rows(out, args.model, sets, args.until) if args.resume else []
+    done = {(r["seed"], r["threads"]) for r in rows}
+    jobs = [(s, threads, shared) for s in args.seeds if (s, threads) not in done]
+    if not args.no_other_threads and threads != cores and (args.seeds[0], cores) not in done:
+        jobs.append((args.seeds[0], cores, tempfile.mkdtemp(prefix="kimina-robustness-")))  # another summation order
     if args.model == "smollm2":  # the runs' caches hold their adapters; the model is the learner's `make smollm2`
         from kimina_edu.errors import ModelUnavailableError
         from kimina_edu.smollm2 import smollm2_path, smollm2_root
@@ -377,18 +382,11 @@ def main(argv: list[str] | None = None) -> int:
         except ModelUnavailableError as exc:
             print(f"robustness: {exc}", flush=True)
             return 1
-        source = smollm2_root()
-    rows = _kept_rows(out, args.model, sets, args.until) if args.resume else []
-    done = {(r["seed"], r["threads"]) for r in rows}
-    jobs = [(s, threads, shared) for s in args.seeds if (s, threads) not in done]
-    if not args.no_other_threads and threads != cores and (args.seeds[0], cores) not in done:
-        jobs.append((args.seeds[0], cores, tempfile.mkdtemp(prefix="kimina-robustness-")))  # another summation order
+        for cache in {c for _, _, c in jobs}:
+            _share_model(Path(cache), smollm2_root())
     if rows:
         print(f"resuming {out}: {len(rows)} row(s) kept ({', '.join(f'seed {s}' for s, _ in sorted(done))})", flush=True)
     work = Path(tempfile.mkdtemp(prefix="robustness-"))
-    if args.model == "smollm2":
-        for cache in {c for _, _, c in jobs}:
-            _share_model(Path(cache), source)
     running, failed, start = [], [], time.perf_counter()
     print(f"{len(jobs)} runs, {args.parallel} at a time, {threads} thread(s) each (the last alone on {cores}); "
           f"logs in {work}", flush=True)
